@@ -1,0 +1,1 @@
+"""Conveyor: a KServe V2 inference server and in-process engine."""

@@ -1,0 +1,101 @@
+"""Every error Conveyor raises on purpose, under one root.
+
+    ConveyorError
+    ├── InvalidInput            a request that does not fit the model or the protocol
+    ├── ModelNotFound           no such model or version in the repository
+    ├── ModelNotReady           the model exists but is not loaded (yet, or any more)
+    ├── Unavailable             the server cannot take the request now; retrying later may work
+    │   ├── QueueFull           the model's bounded queue is full
+    │   └── ShuttingDown        the engine is draining and takes no new work
+    ├── DeadlineExceeded        the request's timeout passed before it could run (or finish)
+    ├── Cancelled               the caller cancelled the request while it was queued
+    ├── ModelError              the model itself failed (raised, or returned something wrong)
+    ├── RepositoryError         a model repository entry or config is bad
+    ├── Unauthenticated         a missing or wrong credential
+    └── Unsupported             a feature this server does not offer
+
+Each class carries a :class:`ErrorKind`; the HTTP and gRPC front ends map the kind to a
+status code at the edge, so nothing below them knows about either protocol.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class ErrorKind(enum.Enum):
+    """What kind of failure an error is, independent of any transport."""
+
+    INVALID_ARGUMENT = "invalid_argument"
+    NOT_FOUND = "not_found"
+    UNAVAILABLE = "unavailable"
+    DEADLINE_EXCEEDED = "deadline_exceeded"
+    CANCELLED = "cancelled"
+    INTERNAL = "internal"
+    UNAUTHENTICATED = "unauthenticated"
+    UNIMPLEMENTED = "unimplemented"
+    FAILED_PRECONDITION = "failed_precondition"
+
+
+class ConveyorError(Exception):
+    """The root of every error Conveyor raises on purpose."""
+
+    kind: ErrorKind = ErrorKind.INTERNAL
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __reduce__(self) -> tuple[type, tuple[str]]:
+        # Errors cross process boundaries (worker processes); keep them picklable.
+        return (type(self), (self.message,))
+
+
+class InvalidInput(ConveyorError):
+    kind = ErrorKind.INVALID_ARGUMENT
+
+
+class ModelNotFound(ConveyorError):
+    kind = ErrorKind.NOT_FOUND
+
+
+class ModelNotReady(ConveyorError):
+    kind = ErrorKind.UNAVAILABLE
+
+
+class Unavailable(ConveyorError):
+    kind = ErrorKind.UNAVAILABLE
+
+
+class QueueFull(Unavailable):
+    """The model's queue already holds ``max_queue_size`` requests."""
+
+
+class ShuttingDown(Unavailable):
+    """The engine is closing: it finishes what it holds and takes nothing new."""
+
+
+class DeadlineExceeded(ConveyorError):
+    kind = ErrorKind.DEADLINE_EXCEEDED
+
+
+class Cancelled(ConveyorError):
+    kind = ErrorKind.CANCELLED
+
+
+class ModelError(ConveyorError):
+    """The model raised, hung past its execution timeout, or returned bad outputs."""
+
+    kind = ErrorKind.INTERNAL
+
+
+class RepositoryError(ConveyorError):
+    kind = ErrorKind.INVALID_ARGUMENT
+
+
+class Unauthenticated(ConveyorError):
+    kind = ErrorKind.UNAUTHENTICATED
+
+
+class Unsupported(ConveyorError):
+    kind = ErrorKind.UNIMPLEMENTED

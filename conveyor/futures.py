@@ -1,0 +1,119 @@
+"""The future every submission returns, and completion-order iteration over many of them.
+
+An :class:`InferFuture` is a :class:`concurrent.futures.Future` (``done()`` is seed 000's
+"can_read"), that can also be awaited from any asyncio loop without blocking a thread.
+The engine and the clients both hand these out, so code moves between them unchanged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import itertools
+import queue
+import time
+from collections.abc import AsyncIterator, Generator, Iterable, Iterator
+from typing import Any
+
+import numpy as np
+
+Outputs = dict[str, np.ndarray]
+
+# Stamped on each future as it completes, so iteration can be strictly in completion order
+# even for futures that had already completed before anyone asked.
+_completion_order = itertools.count()
+
+
+class InferFuture(concurrent.futures.Future[Outputs]):
+    """The pending result of one inference.
+
+    ``cancel()`` succeeds only while the request is still queued; a cancelled request never
+    runs. ``await future`` suspends the awaiting coroutine only, never a thread.
+    """
+
+    request_id: str | None = None
+    completion_seq: int = -1
+
+    def set_result(self, result: Outputs) -> None:
+        self.completion_seq = next(_completion_order)
+        super().set_result(result)
+
+    def set_exception(self, exception: BaseException | None) -> None:
+        self.completion_seq = next(_completion_order)
+        super().set_exception(exception)
+
+    def cancel(self) -> bool:
+        cancelled = super().cancel()
+        if cancelled and self.completion_seq < 0:
+            self.completion_seq = next(_completion_order)
+        return cancelled
+
+    def __await__(self) -> Generator[Any, None, Outputs]:
+        return asyncio.wrap_future(self).__await__()
+
+
+def as_completed(
+    futures: Iterable[concurrent.futures.Future[Any]], timeout: float | None = None
+) -> Iterator[concurrent.futures.Future[Any]]:
+    """Yield ``futures`` as they complete (strictly in completion order).
+
+    Raises TimeoutError when ``timeout`` seconds pass before all have completed.
+    """
+    pending = list(dict.fromkeys(futures))
+    arrivals: queue.SimpleQueue[concurrent.futures.Future[Any]] = queue.SimpleQueue()
+    for fut in pending:
+        fut.add_done_callback(arrivals.put)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    ready: list[concurrent.futures.Future[Any]] = []
+    for _ in range(len(pending)):
+        if not ready:
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                raise TimeoutError(f"as_completed: not all futures completed within {timeout} s")
+            try:
+                ready.append(arrivals.get(timeout=remaining))
+            except queue.Empty:
+                raise TimeoutError(
+                    f"as_completed: not all futures completed within {timeout} s"
+                ) from None
+        while True:  # take every arrival already there, then yield the earliest completed
+            try:
+                ready.append(arrivals.get_nowait())
+            except queue.Empty:
+                break
+        ready.sort(key=_completion_seq, reverse=True)
+        yield ready.pop()
+
+
+def _completion_seq(fut: concurrent.futures.Future[Any]) -> int:
+    return getattr(fut, "completion_seq", -1)
+
+
+async def as_completed_async(
+    futures: Iterable[concurrent.futures.Future[Any]], timeout: float | None = None
+) -> AsyncIterator[concurrent.futures.Future[Any]]:
+    """Async form of :func:`as_completed`: ``async for f in as_completed_async(fs)``.
+
+    Yields the original futures (completed), in the order they completed.
+    """
+    pending = list(futures)
+    if not pending:
+        return
+    loop = asyncio.get_running_loop()
+    done_queue: asyncio.Queue[concurrent.futures.Future[Any]] = asyncio.Queue()
+
+    def on_done(fut: concurrent.futures.Future[Any]) -> None:
+        # Runs on whatever thread completed the future; hop onto the loop to enqueue.
+        loop.call_soon_threadsafe(done_queue.put_nowait, fut)
+
+    for fut in pending:
+        fut.add_done_callback(on_done)
+    deadline = None if timeout is None else loop.time() + timeout
+    for _ in range(len(pending)):
+        remaining = None if deadline is None else max(0.0, deadline - loop.time())
+        try:
+            yield await asyncio.wait_for(done_queue.get(), remaining)
+        except TimeoutError:
+            raise TimeoutError(
+                f"as_completed_async: not all futures completed within {timeout} s"
+            ) from None

@@ -1,0 +1,74 @@
+"""The V2 datatype table: names on the wire <-> numpy dtypes, and element sizes.
+
+BYTES tensors are numpy object arrays whose elements are ``bytes``. BF16 is carried as
+``ml_dtypes.bfloat16`` (the dtype onnxruntime and JAX use), so it round-trips bit-exactly.
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+from conveyor.errors import InvalidInput
+
+BYTES = "BYTES"
+
+_NUMPY_OF: dict[str, np.dtype] = {
+    "BOOL": np.dtype(np.bool_),
+    "UINT8": np.dtype(np.uint8),
+    "UINT16": np.dtype(np.uint16),
+    "UINT32": np.dtype(np.uint32),
+    "UINT64": np.dtype(np.uint64),
+    "INT8": np.dtype(np.int8),
+    "INT16": np.dtype(np.int16),
+    "INT32": np.dtype(np.int32),
+    "INT64": np.dtype(np.int64),
+    "FP16": np.dtype(np.float16),
+    "FP32": np.dtype(np.float32),
+    "FP64": np.dtype(np.float64),
+    "BF16": np.dtype(ml_dtypes.bfloat16),
+    BYTES: np.dtype(object),
+}
+
+_DATATYPE_OF: dict[np.dtype, str] = {dtype: name for name, dtype in _NUMPY_OF.items()}
+# Strings given as numpy unicode/bytes arrays are BYTES too.
+DATATYPES: tuple[str, ...] = tuple(_NUMPY_OF)
+
+
+def is_datatype(name: str) -> bool:
+    return name in _NUMPY_OF
+
+
+def numpy_dtype(datatype: str) -> np.dtype:
+    """The numpy dtype that carries V2 ``datatype``; InvalidInput names the known ones."""
+    try:
+        return _NUMPY_OF[datatype]
+    except (KeyError, TypeError):
+        raise InvalidInput(
+            f"unknown datatype {datatype!r}; expected one of {', '.join(DATATYPES)}"
+        ) from None
+
+
+def datatype_of(dtype: np.dtype) -> str:
+    """The V2 datatype name for a numpy dtype (unicode and bytes strings are BYTES)."""
+    dtype = np.dtype(dtype)
+    if dtype.kind in ("U", "S", "O"):
+        return BYTES
+    try:
+        return _DATATYPE_OF[dtype.newbyteorder("=")]
+    except KeyError:
+        raise InvalidInput(f"numpy dtype {dtype} has no V2 datatype") from None
+
+
+def element_size(datatype: str) -> int | None:
+    """Bytes per element for fixed-size datatypes; None for BYTES (variable length)."""
+    if datatype == BYTES:
+        return None
+    return numpy_dtype(datatype).itemsize
+
+
+def element_count(shape: list[int] | tuple[int, ...]) -> int:
+    count = 1
+    for dim in shape:
+        count *= dim
+    return count

@@ -1,0 +1,218 @@
+"""A model's configuration: the typed form of ``config.toml`` and its validation.
+
+Every key is documented in the README ("Model configuration"). Unknown keys are an error
+that names the key, so a typo never silently falls back to a default.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from conveyor.errors import RepositoryError
+from conveyor.protocol.datatypes import DATATYPES, is_datatype
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorSpec:
+    """One input or output. ``shape`` excludes the batch dimension when batching is on."""
+
+    name: str
+    datatype: str
+    shape: tuple[int, ...]
+    optional: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class DynamicBatching:
+    max_queue_delay_us: int = 0
+    preferred_batch_sizes: tuple[int, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfig:
+    name: str
+    backend: str
+    max_batch_size: int = 0
+    instances: int | None = None  # None: chosen from the machine's cores, see default_instances
+    instance_kind: str = "thread"
+    max_queue_size: int = 1024
+    dynamic_batching: DynamicBatching | None = None
+    inputs: tuple[TensorSpec, ...] = ()
+    outputs: tuple[TensorSpec, ...] = ()
+    execution_timeout_s: float | None = None
+    versions: tuple[int, ...] | None = None  # None: serve only the latest version
+    backend_options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    @property
+    def batching(self) -> bool:
+        return self.max_batch_size > 0
+
+    def input(self, name: str) -> TensorSpec | None:
+        return next((spec for spec in self.inputs if spec.name == name), None)
+
+    def output(self, name: str) -> TensorSpec | None:
+        return next((spec for spec in self.outputs if spec.name == name), None)
+
+    def instance_count(self) -> int:
+        return self.instances if self.instances is not None else default_instances()
+
+
+def default_instances() -> int:
+    """One instance per core: with one intra-op thread each, instances x threads = cores."""
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
+
+
+_TOP_KEYS = {
+    "backend",
+    "max_batch_size",
+    "instances",
+    "instance_kind",
+    "max_queue_size",
+    "dynamic_batching",
+    "inputs",
+    "outputs",
+    "execution_timeout_s",
+    "versions",
+}
+_BACKEND_SECTIONS = {"onnxruntime", "python"}
+_TENSOR_KEYS = {"name", "datatype", "shape", "optional"}
+_BATCHING_KEYS = {"max_queue_delay_us", "preferred_batch_sizes"}
+INSTANCE_KINDS = ("thread", "process")
+
+
+def load_config_file(path: Path, name: str) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except tomllib.TOMLDecodeError as exc:
+        raise RepositoryError(f"model {name!r}: {path.name} is not valid TOML: {exc}") from None
+
+
+def parse_config(name: str, raw: Mapping[str, Any], *, backend: str | None = None) -> ModelConfig:
+    """Validate a raw TOML mapping into a ModelConfig; every error names model and key."""
+
+    def fail(message: str) -> RepositoryError:
+        return RepositoryError(f"model {name!r}: {message}")
+
+    unknown = set(raw) - _TOP_KEYS - _BACKEND_SECTIONS
+    if unknown:
+        raise fail(
+            f"unknown config key {sorted(unknown)[0]!r}; known keys are "
+            f"{', '.join(sorted(_TOP_KEYS | _BACKEND_SECTIONS))}"
+        )
+
+    def integer(key: str, value: Any, minimum: int) -> int:
+        if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+            raise fail(f"{key} must be an integer >= {minimum}, got {value!r}")
+        return value
+
+    chosen_backend = raw.get("backend", backend)
+    if not isinstance(chosen_backend, str) or not chosen_backend:
+        raise fail("no backend: set backend = \"onnxruntime\" or \"python\" in config.toml")
+
+    max_batch_size = integer("max_batch_size", raw.get("max_batch_size", 0), 0)
+    instances = raw.get("instances")
+    if instances is not None:
+        instances = integer("instances", instances, 1)
+    max_queue_size = integer("max_queue_size", raw.get("max_queue_size", 1024), 1)
+    instance_kind = raw.get("instance_kind", "thread")
+    if instance_kind not in INSTANCE_KINDS:
+        raise fail(f"instance_kind must be one of {INSTANCE_KINDS}, got {instance_kind!r}")
+
+    timeout = raw.get("execution_timeout_s")
+    if timeout is not None and (
+        not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout <= 0
+    ):
+        raise fail(f"execution_timeout_s must be a positive number, got {timeout!r}")
+
+    versions = raw.get("versions")
+    if versions is not None:
+        if not isinstance(versions, list) or not versions:
+            raise fail(f"versions must be a non-empty list of integers, got {versions!r}")
+        versions = tuple(integer("versions[]", v, 0) for v in versions)
+
+    batching = None
+    if "dynamic_batching" in raw:
+        section = raw["dynamic_batching"]
+        if not isinstance(section, dict):
+            raise fail("dynamic_batching must be a table ([dynamic_batching])")
+        bad = set(section) - _BATCHING_KEYS
+        if bad:
+            raise fail(f"unknown key {sorted(bad)[0]!r} in [dynamic_batching]")
+        if max_batch_size == 0:
+            raise fail("dynamic_batching needs max_batch_size > 0")
+        preferred = section.get("preferred_batch_sizes", [])
+        if not isinstance(preferred, list):
+            raise fail("dynamic_batching.preferred_batch_sizes must be a list of integers")
+        preferred_sizes = tuple(
+            sorted(integer("preferred_batch_sizes[]", p, 1) for p in preferred)
+        )
+        if preferred_sizes and preferred_sizes[-1] > max_batch_size:
+            raise fail(
+                f"preferred batch size {preferred_sizes[-1]} exceeds max_batch_size "
+                f"{max_batch_size}"
+            )
+        batching = DynamicBatching(
+            max_queue_delay_us=integer(
+                "dynamic_batching.max_queue_delay_us", section.get("max_queue_delay_us", 0), 0
+            ),
+            preferred_batch_sizes=preferred_sizes,
+        )
+
+    options = raw.get(chosen_backend, {})
+    if not isinstance(options, dict):
+        raise fail(f"[{chosen_backend}] must be a table")
+
+    return ModelConfig(
+        name=name,
+        backend=chosen_backend,
+        max_batch_size=max_batch_size,
+        instances=instances,
+        instance_kind=instance_kind,
+        max_queue_size=max_queue_size,
+        dynamic_batching=batching,
+        inputs=_tensors(raw.get("inputs", []), "inputs", fail),
+        outputs=_tensors(raw.get("outputs", []), "outputs", fail),
+        execution_timeout_s=float(timeout) if timeout is not None else None,
+        versions=versions,
+        backend_options=dict(options),
+    )
+
+
+def _tensors(raw: Any, section: str, fail: Any) -> tuple[TensorSpec, ...]:
+    if not isinstance(raw, list):
+        raise fail(f"{section} must be an array of tables ([[{section}]])")
+    specs = []
+    for index, entry in enumerate(raw):
+        where = f"{section}[{index}]"
+        if not isinstance(entry, dict):
+            raise fail(f"{where} must be a table")
+        bad = set(entry) - _TENSOR_KEYS
+        if bad:
+            raise fail(f"unknown key {sorted(bad)[0]!r} in {where}")
+        name = entry.get("name")
+        if not isinstance(name, str) or not name:
+            raise fail(f"{where} needs a name")
+        datatype = entry.get("datatype")
+        if not isinstance(datatype, str) or not is_datatype(datatype):
+            raise fail(
+                f"{where} ({name}): datatype {datatype!r} is not one of {', '.join(DATATYPES)}"
+            )
+        shape = entry.get("shape")
+        if not isinstance(shape, list) or not all(
+            isinstance(d, int) and not isinstance(d, bool) and d >= -1 for d in shape
+        ):
+            raise fail(f"{where} ({name}): shape must be a list of integers >= -1, got {shape!r}")
+        optional = entry.get("optional", False)
+        if not isinstance(optional, bool):
+            raise fail(f"{where} ({name}): optional must be true or false")
+        specs.append(TensorSpec(name, datatype, tuple(shape), optional))
+    names = [spec.name for spec in specs]
+    if len(set(names)) != len(names):
+        raise fail(f"{section} has a duplicate name")
+    return tuple(specs)
