@@ -131,3 +131,17 @@ def test_batch_size_outside_one_to_max_is_refused(repo: RepoBuilder, size: int):
         pytest.raises(conveyor.InvalidInput, match="batch size"),
     ):
         engine.submit("scale", {"INPUT0": np.ones((size, 2), np.float32)})
+
+
+def test_batched_results_equal_unbatched_results():
+    """mlp (dynamic batching on) gives every request the rows it would get alone."""
+    rng = np.random.default_rng(3)
+    rows = [rng.standard_normal((1, 256)).astype(np.float32) for _ in range(32)]
+    with Engine.from_repository() as engine:
+        alone = [engine.submit("mlp", {"INPUT0": r}).result(10)["OUTPUT0"] for r in rows]
+        futures = [engine.submit("mlp", {"INPUT0": r}) for r in rows]
+        together = [f.result(10)["OUTPUT0"] for f in futures]
+        stats = engine.statistics("mlp")[0]
+    for a, b in zip(alone, together, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+    assert max(b.batch_size for b in stats.batch_stats) > 1
