@@ -52,9 +52,11 @@ class HttpControl(Control):
     def statistics(self) -> StatsTotals | None:
         try:
             body = self._get(model_path(self.spec) + "/stats")
-        except RequestFailed:
+        except (RequestFailed, OSError, ValueError):  # no usable statistics: report none
             return None
-        return StatsTotals.from_json(body, self.spec.model, self.spec.version) if body else None
+        if not isinstance(body, dict):
+            return None
+        return StatsTotals.from_json(body, self.spec.model, self.spec.version)
 
 
 def build_request(spec: TargetSpec, inputs: Mapping[str, np.ndarray],
