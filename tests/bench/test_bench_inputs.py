@@ -69,5 +69,5 @@ def test_make_inputs_from_npz(tmp_path):
 def test_make_inputs_rejects_unknown_shape_names_and_files():
     with pytest.raises(ValueError, match="names no input"):
         make_inputs(MODEL, shapes={"nope": (1,)})
-    with pytest.raises(ValueError, match="random, zeros or an .npz"):
+    with pytest.raises(ValueError, match=r"random, zeros or an \.npz"):
         make_inputs(MODEL, data="/no/such/file.npz")

@@ -32,7 +32,8 @@ def _run(client, point):
     loop = new_event_loop()
     try:
         start = time.monotonic_ns() + 50_000_000
-        return loop.run_until_complete(run_point(client, point, start, slots=point.concurrency or 0))
+        slots = point.concurrency or 0
+        return loop.run_until_complete(run_point(client, point, start, slots=slots))
     finally:
         loop.close()
 

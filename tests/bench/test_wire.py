@@ -5,8 +5,8 @@ import orjson
 import pytest
 
 from conveyor.bench.targets import pbwire
-from conveyor.bench.targets.grpc import build_request as grpc_request
 from conveyor.bench.targets.base import TargetSpec
+from conveyor.bench.targets.grpc import build_request as grpc_request
 from conveyor.bench.targets.http import build_request as http_request
 
 service_pb2 = pytest.importorskip("tritonclient.grpc.service_pb2")
