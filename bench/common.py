@@ -88,8 +88,9 @@ def machine_line() -> str:
             if line.startswith("model name"):
                 cpu = line.split(":", 1)[1].strip()
                 break
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     return (f"{os.cpu_count()} cores ({cpu}), {platform.system()} {platform.release()}, "
-            f"Python {platform.python_version()}")
+            f"Python {platform.python_version()}, load average {load:.2f} at the end")
 
 
 def today() -> str:

@@ -81,6 +81,8 @@ def machine() -> dict:
         "platform": platform.platform(),
         "processor": platform.processor() or platform.machine(),
         "python": platform.python_version(),
+        # Other work on the machine skews every figure: keep the evidence with the figures.
+        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
     }
 
 
