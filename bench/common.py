@@ -12,6 +12,7 @@ import contextlib
 import datetime
 import os
 import platform
+import socket
 import subprocess
 import sys
 import tempfile
@@ -52,6 +53,28 @@ def pinned(cpus: set[int] | None) -> Iterator[None]:
         yield
     finally:
         os.sched_setaffinity(0, before)
+
+
+@contextlib.contextmanager
+def serve(cpus: set[int] | None, http_url: str | None = None, grpc_url: str | None = None,
+          repository: str | None = None) -> Iterator[tuple[str, str]]:
+    """``conveyor serve`` pinned to ``cpus`` (unless URLs of a running server are given)."""
+    if http_url and grpc_url:
+        yield http_url, grpc_url
+        return
+    from conveyor.testing import run_server
+
+    with contextlib.ExitStack() as stack:
+        with pinned(cpus):  # the server process inherits the pinning when it starts
+            server = stack.enter_context(run_server(repository))
+        yield server.http_url, server.grpc_url
+
+
+def free_port() -> int:
+    """A loopback TCP port free right now (the OS picks it)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def child_env() -> dict[str, str]:

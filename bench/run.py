@@ -17,15 +17,14 @@ model (latency percentiles against throughput, all transports), then prints the 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import shlex
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 import common
-from common import IDENTITY_SHAPE, RESULTS, markdown, ms, pin_plan, pinned, rate
+from common import IDENTITY_SHAPE, RESULTS, markdown, ms, pin_plan, pinned, rate, serve
 
 from conveyor.bench import BenchSpec, Point, Report, TargetSpec, run_bench
 from conveyor.bench.plot import plot_reports
@@ -33,21 +32,6 @@ from conveyor.bench.plot import plot_reports
 MODELS = ("tiny", "mlp", "identity")
 TRANSPORTS = ("http-binary", "http-json", "grpc")
 CONCURRENCY = (1, 4, 16)
-
-
-@contextlib.contextmanager
-def serve(cpus: set[int] | None, http_url: str | None, grpc_url: str | None
-          ) -> Iterator[tuple[str, str]]:
-    """Our own ``conveyor serve`` pinned to ``cpus``, unless URLs of a running server are given."""
-    if http_url and grpc_url:
-        yield http_url, grpc_url
-        return
-    from conveyor.testing import run_server
-
-    with contextlib.ExitStack() as stack:
-        with pinned(cpus):  # the server process inherits the pinning when it starts
-            server = stack.enter_context(run_server())
-        yield server.http_url, server.grpc_url
 
 
 def target(transport: str, model: str, http_url: str, grpc_url: str) -> TargetSpec:
