@@ -17,7 +17,8 @@ from conveyor.bench.inputs import INPUT_DATA, parse_shapes
 from conveyor.bench.loadgen import Point
 from conveyor.bench.report import format_table, read_json, write_json
 from conveyor.bench.schedule import DISTRIBUTIONS
-from conveyor.bench.targets.base import ENCODINGS, TargetSpec
+from conveyor.bench.targets.base import ENCODINGS, RequestFailed, TargetSpec
+from conveyor.errors import ConveyorError
 
 
 def _numbers(kind):  # type: ignore[no-untyped-def]
@@ -102,7 +103,7 @@ def _run(argv: Sequence[str]) -> int:
     try:
         report = run_bench(bench, points, progress=not args.quiet,
                            command="conveyor bench " + shlex.join(argv))
-    except (ValueError, ConnectionError, OSError) as exc:
+    except (ValueError, OSError, RequestFailed, ConveyorError) as exc:
         print(f"conveyor bench: {exc}", file=sys.stderr)
         return 1
     print(format_table(report))
