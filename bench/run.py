@@ -5,10 +5,12 @@
 
 Scenarios: models ``tiny``, ``mlp`` (dynamic batching on) and ``identity`` with a 4 MiB FP32
 tensor; transports HTTP with binary tensors, HTTP with JSON, and gRPC with raw contents;
-closed loop at concurrency 1, 4 and 16, batch 1. Each figure stands beside the in-process
-figure of the same run (the engine driven by the same generator in one process, no
-server) and their ratio. ``conveyor serve`` runs pinned to core 0, and so does the
-in-process run; the generator runs on core 1 (where the machine has two cores).
+closed loop at concurrency 1, 4 and 16, batch 1 (and gRPC once more with every request
+on one ModelStreamInfer stream, which costs the generator half as much per request).
+Each figure stands beside the in-process figure of the same run (the engine driven by the
+same generator in one process, no server) and their ratio. ``conveyor serve`` runs
+pinned to core 0, and so does the in-process run; the generator runs on core 1 (where the
+machine has two cores).
 
 Writes bench/results/suite.md (the table), suite.json (every report) and one plot per
 model (latency percentiles against throughput, all transports), then prints the table.
@@ -30,13 +32,13 @@ from conveyor.bench import BenchSpec, Point, Report, TargetSpec, run_bench
 from conveyor.bench.plot import plot_reports
 
 MODELS = ("tiny", "mlp", "identity")
-TRANSPORTS = ("http-binary", "http-json", "grpc")
+TRANSPORTS = ("http-binary", "http-json", "grpc", "grpc-stream")
 CONCURRENCY = (1, 4, 16)
 
 
 def target(transport: str, model: str, http_url: str, grpc_url: str) -> TargetSpec:
-    if transport == "grpc":
-        return TargetSpec(grpc_url, model)
+    if transport.startswith("grpc"):
+        return TargetSpec(grpc_url, model, streaming=transport == "grpc-stream")
     return TargetSpec(http_url, model, encoding=transport.removeprefix("http-"))
 
 

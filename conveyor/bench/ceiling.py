@@ -81,9 +81,17 @@ async def _serve(http_sock: socket.socket, grpc_port: int, ready) -> None:  # ty
     async def infer(request: bytes, context) -> bytes:  # type: ignore[no-untyped-def]
         return answer
 
+    async def stream(requests, context):  # type: ignore[no-untyped-def]
+        async for request in requests:  # echo each id back, as ModelStreamInfer does
+            request_id = next((bytes(v) for f, _w, v in pbwire.fields(request) if f == 3), b"")
+            yield pbwire.field_bytes(2, answer + pbwire.field_bytes(3, request_id))
+
     handler = grpc.method_handlers_generic_handler(
         "inference.GRPCInferenceService",
-        {"ModelInfer": grpc.unary_unary_rpc_method_handler(infer)},
+        {
+            "ModelInfer": grpc.unary_unary_rpc_method_handler(infer),
+            "ModelStreamInfer": grpc.stream_stream_rpc_method_handler(stream),
+        },
     )
     server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
     server.add_generic_rpc_handlers((handler,))
@@ -142,6 +150,8 @@ def measure(duration_s: float = 3.0, concurrency: Sequence[int] = (1, 16),
         targets = [
             (TargetSpec(f"http://127.0.0.1:{http_port}", "tiny"), "canned http-binary"),
             (TargetSpec(f"grpc://127.0.0.1:{grpc_port}", "tiny"), "canned grpc"),
+            (TargetSpec(f"grpc://127.0.0.1:{grpc_port}", "tiny", streaming=True),
+             "canned grpc-stream"),
         ]
         for spec, label in targets:
             for n in processes:

@@ -65,6 +65,8 @@ def run_parser() -> argparse.ArgumentParser:
                    help=f"{' | '.join(INPUT_DATA)} | FILE.npz (arrays named by input)")
     p.add_argument("--encoding", choices=ENCODINGS, default="binary",
                    help="HTTP tensors: the binary extension or plain JSON (default %(default)s)")
+    p.add_argument("--streaming", action="store_true",
+                   help="gRPC: send every request on one ModelStreamInfer stream per process")
     p.add_argument("-p", "--processes", type=int, default=1,
                    help="generator worker processes (default %(default)s)")
     p.add_argument("--max-inflight", type=int, default=1024,
@@ -83,9 +85,11 @@ def _run(argv: Sequence[str]) -> int:
 
     args = run_parser().parse_args(argv)
     target = TargetSpec(url=args.url, model=args.model, version=args.model_version,
-                        encoding=args.encoding, repository=args.repository)
+                        encoding=args.encoding, repository=args.repository,
+                        streaming=args.streaming)
     try:
-        target.scheme  # noqa: B018 - validates the URL before anything starts
+        if target.scheme != "grpc" and args.streaming:  # .scheme validates the URL
+            raise ValueError("--streaming is for grpc:// targets")
         shapes = parse_shapes(args.shape)
     except ValueError as exc:
         print(f"conveyor bench: {exc}", file=sys.stderr)

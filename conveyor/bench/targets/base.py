@@ -24,6 +24,7 @@ class TargetSpec:
     model: str
     version: str = ""
     encoding: str = "binary"  # HTTP only: the binary tensor extension or plain JSON
+    streaming: bool = False  # gRPC only: every request on one ModelStreamInfer stream
     repository: str | None = None  # inprocess only: None = the built-in examples
     timeout_s: float = 30.0  # control-plane calls (metadata, statistics)
 
@@ -47,6 +48,8 @@ class TargetSpec:
     def label(self) -> str:
         if self.scheme == "http":
             return f"http-{self.encoding}"
+        if self.scheme == "grpc" and self.streaming:
+            return "grpc-stream"
         return self.scheme
 
 
@@ -113,6 +116,10 @@ def make_client(
         from conveyor.bench.targets.http import HttpClient
 
         return HttpClient(spec, inputs, declared)
+    if spec.streaming:
+        from conveyor.bench.targets.grpc_stream import GrpcStreamClient
+
+        return GrpcStreamClient(spec, inputs, declared)
     from conveyor.bench.targets.grpc import GrpcClient
 
     return GrpcClient(spec, inputs, declared)
