@@ -54,7 +54,7 @@ class GrpcControl(Control):
         request = pbwire.string_request(self.spec.model, self.spec.version)
         try:
             body = pbwire.statistics_response(self._call("ModelStatistics", request))
-        except grpc.RpcError:
+        except (grpc.RpcError, ValueError, IndexError):  # no usable statistics: report none
             return None
         return StatsTotals.from_json(body, self.spec.model, self.spec.version)
 
