@@ -65,6 +65,7 @@ class WorkerResult:
     errors: int = 0
     unfinished: int = 0
     sent: int = 0
+    throttled: int = 0  # open loop: requests that waited for a free slot (max_inflight)
     error_samples: list[str] = dataclasses.field(default_factory=list)
     cpu_s: float = 0.0  # this worker process's CPU time over the run: the generator's cost
     wall_s: float = 0.0
@@ -81,6 +82,7 @@ class _Recorder:
         self.sent = 0
         self.done_total = 0
         self.samples: list[str] = []
+        self.throttled = 0
 
     def record(self, origin: int, sent: int, end: int, error: BaseException | None) -> None:
         self.done_total += 1
@@ -106,6 +108,7 @@ class _Recorder:
             errors=self.errors + unfinished,
             unfinished=unfinished,
             sent=self.sent,
+            throttled=self.throttled,
             error_samples=self.samples,
         )
 
@@ -118,9 +121,9 @@ async def _sleep_until(deadline_ns: int) -> None:
         await asyncio.sleep(0)
 
 
-async def _one(client: Client, origin: int, rec: _Recorder) -> None:
+async def _one(client: Client, origin: int, rec: _Recorder, dispatched: int) -> None:
     rec.sent += 1
-    sent = time.monotonic_ns()
+    sent = dispatched
     error: BaseException | None = None
     try:
         await client.infer()
@@ -154,8 +157,11 @@ async def _open_schedule(
     gate = asyncio.Semaphore(max_inflight)
 
     async def due(origin: int) -> None:
+        dispatched = time.monotonic_ns()  # the send lag ends here: the generator was on time
+        if gate.locked() and rec.window_start <= origin < rec.window_end:
+            rec.throttled += 1
         async with gate:  # waiting here is part of the latency: it runs from ``origin``
-            await _one(client, origin, rec)
+            await _one(client, origin, rec, dispatched)
 
     for origin in times_ns.tolist():
         if time.monotonic_ns() < origin:

@@ -34,6 +34,7 @@ class PointResult:
     unfinished: int
     latency_ms: dict  # count, mean, p50, p90, p99, max (open loop: from the scheduled time)
     send_lag_ms: dict | None  # open loop: how late the generator sent, after the schedule
+    throttled: int  # open loop: requests that waited for one of --max-inflight slots
     generator_cpu: float  # CPU-seconds per second the generator processes used (1.0 = a core)
     server: dict | None  # ServerSplit: the server's statistics diffed over the run
     error_samples: list[str] = dataclasses.field(default_factory=list)
@@ -121,6 +122,7 @@ def point_result(
             if point.mode == "open"
             else None
         ),
+        throttled=sum(r.throttled for r in results),
         generator_cpu=sum(r.cpu_s for r in results) / wall if wall > 0 else 0.0,
         server=server.as_dict() if server is not None else None,
         error_samples=samples[:5],
@@ -185,4 +187,7 @@ def format_table(report: Report) -> str:
         if p.send_lag_ms and p.send_lag_ms.get("p99") is not None and p.send_lag_ms["p99"] > 1:
             lines.append(f"  {p.x_label}: the generator sent late (send lag p99 "
                          f"{p.send_lag_ms['p99']:.1f} ms): it may be the bottleneck")
+        if p.throttled:
+            lines.append(f"  {p.x_label}: {p.throttled} requests waited for one of the "
+                         f"--max-inflight slots (their wait is in their latency)")
     return "\n".join(lines)

@@ -47,8 +47,9 @@ def test_open_loop_latency_runs_from_the_scheduled_time():
     assert len(latencies_ms) == 60  # every scheduled request of the window, none dropped
     assert 25 < latencies_ms[0] < 100  # the first met an idle server (timers are coarse)
     assert latencies_ms[-1] > 1000  # the 60th was due at 0.59 s and answered at ~1.8 s
-    lags_ms = np.sort(result.send_lag_ns) / 1e6
-    assert lags_ms[-1] > 1000  # and the report shows the generator could not send on time
+    # The generator itself was on time; the requests waited for the one in-flight slot.
+    assert np.percentile(result.send_lag_ns, 99) / 1e6 < 50
+    assert result.throttled >= 55
     assert result.errors == 0 and result.unfinished == 0
 
 
