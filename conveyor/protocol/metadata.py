@@ -96,10 +96,6 @@ def model_config(config: ModelConfig, platform: str, instance_count: int) -> dic
         result["version_policy"] = {"latest": {"num_versions": 1}}
     else:
         result["version_policy"] = {"specific": {"versions": list(config.versions)}}
-    if config.execution_timeout_s is not None:
-        result["parameters"] = {
-            "execution_timeout_s": {"string_value": str(config.execution_timeout_s)}
-        }
     return result
 
 
