@@ -56,8 +56,8 @@ class HTTPClient(BaseClient):
         self._session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=self._max_connections),
             timeout=aiohttp.ClientTimeout(total=self.call_timeout),
-            # Responses are bytes plus a JSON header we parse ourselves.
-            auto_decompress=True,
+            # Tensors compress poorly: do not ask the server to spend CPU on it.
+            skip_auto_headers=("Accept-Encoding",),
         )
 
     async def _close(self) -> None:

@@ -64,9 +64,28 @@ def decode_data(data: Any, datatype: str, shape: tuple[int, ...], where: str) ->
         raise InvalidInput(
             f"{where}: shape {list(shape)} needs {count} elements but 'data' has {parsed.size}"
         )
+    if count and dtype.kind in "iu" and parsed.dtype.kind in "fO":
+        # numpy reads a list mixing int64 and uint64 magnitudes as float64 (or object):
+        # convert exactly from the Python ints instead.
+        return _exact_integers(data, datatype, dtype, where).reshape(shape)
     if count:
         _check_values(parsed, datatype, dtype, where)
     return parsed.astype(dtype, copy=False).reshape(shape)
+
+
+def _exact_integers(data: list[Any], datatype: str, dtype: np.dtype, where: str) -> np.ndarray:
+    flat: list[Any] = []
+    _flatten(data, flat)
+    if not all(type(value) is int for value in flat):
+        raise InvalidInput(f"{where}: {datatype} data must be integers")
+    try:
+        return np.array(flat, dtype=dtype)
+    except OverflowError:
+        info = np.iinfo(dtype)
+        bad = next(v for v in flat if not info.min <= v <= info.max)
+        raise InvalidInput(
+            f"{where}: value {bad} is out of range for {datatype} [{info.min}, {info.max}]"
+        ) from None
 
 
 def _check_values(parsed: np.ndarray, datatype: str, dtype: np.dtype, where: str) -> None:

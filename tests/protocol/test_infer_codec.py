@@ -237,3 +237,16 @@ def test_non_utf8_bytes_output_in_json_says_use_binary() -> None:
     request = infer.InferRequest(None, {}, None, None, infer.RequestOptions())
     with pytest.raises(InvalidInput, match="binary_data: true"):
         infer.encode_response("m", "1", request, {"o": np.array([b"\xff"], dtype=object)})
+
+
+def test_json_64_bit_integers_are_exact() -> None:
+    big = [2**64 - 1, 1, 2**63 + 5]
+    request = infer.decode_request(request_body(tensor("UINT64", [3], data=big)), None)
+    assert request.inputs["x"].tolist() == big
+    small = [-(2**63), 2**63 - 1]
+    request = infer.decode_request(request_body(tensor("INT64", [2], data=small)), None)
+    assert request.inputs["x"].tolist() == small
+    with pytest.raises(InvalidInput, match="out of range for INT64"):
+        infer.decode_request(request_body(tensor("INT64", [2], data=[2**63, -1])), None)
+    with pytest.raises(InvalidInput, match="must be integers"):
+        infer.decode_request(request_body(tensor("UINT64", [2], data=[2**64 - 1, 0.5])), None)

@@ -21,6 +21,10 @@ from conveyor.server.http.routes import JSON, Headers, V2Routes
 ASGIMessage = dict[str, Any]
 
 _CLOSE = (b"connection", b"close")
+# Only infer responses are compressed, as Triton does: tritonclient's asyncio client lets
+# aiohttp send "Accept-Encoding: gzip, deflate" on every call but decompresses only infer
+# responses itself. Small bodies gain nothing from compression and cost CPU.
+COMPRESS_MIN_BYTES = 1024
 
 
 class BodyTooLarge(InvalidInput):
@@ -73,8 +77,8 @@ class HTTPApp:
             if state.unread:
                 # The rest of the body was never read: this connection cannot be reused.
                 headers.append(_CLOSE)
-        if accept is not None and body:
-            chosen = _accepted_encoding(accept)
+        if accept is not None and len(body) >= COMPRESS_MIN_BYTES and status == 200:
+            chosen = _accepted_encoding(accept) if scope["path"].endswith("/infer") else None
             if chosen is not None:
                 body = _compress(body, chosen)
                 headers = [*headers, (b"content-encoding", chosen)]
@@ -109,22 +113,25 @@ async def _read_body(
     if message["type"] == "http.disconnect":
         raise ClientGone
     body: bytes = message.get("body", b"")
-    if not message.get("more_body", False):
+    more = message.get("more_body", False)
+    if not more and len(body) <= limit:
         return body
     chunks = [body]
     size = len(body)
     while True:
+        if size > limit:
+            # Without a Content-Length (chunked) the limit is enforced as the body arrives.
+            state.unread = more
+            raise BodyTooLarge(_too_large(f"more than {limit} bytes", limit))
+        if not more:
+            return b"".join(chunks)
         message = await receive()
         if message["type"] == "http.disconnect":
             raise ClientGone
         chunk = message.get("body", b"")
+        more = message.get("more_body", False)
         size += len(chunk)
-        if size > limit:
-            state.unread = message.get("more_body", False)
-            raise BodyTooLarge(_too_large(f"more than {limit} bytes", limit))
         chunks.append(chunk)
-        if not message.get("more_body", False):
-            return b"".join(chunks)
 
 
 def _too_large(what: str, limit: int) -> str:
