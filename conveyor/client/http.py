@@ -11,20 +11,36 @@ import numpy as np
 
 from conveyor.client._base import BaseClient
 from conveyor.errors import (
+    Cancelled,
     ConveyorError,
+    DeadlineExceeded,
+    ErrorKind,
     InvalidInput,
     ModelError,
     ModelNotFound,
     Unauthenticated,
     Unavailable,
+    Unsupported,
 )
 from conveyor.futures import Outputs
 from conveyor.protocol import infer
 from conveyor.protocol.binary import HEADER_LENGTH_HEADER
 from conveyor.protocol.json_codec import loads
 
-# The server's status -> the error raised here (the reverse of the server's edge mapping).
-_ERRORS: dict[int, type[ConveyorError]] = {
+# The error kind our server names in its error body -> the error raised here.
+_BY_KIND: dict[str, type[ConveyorError]] = {
+    ErrorKind.INVALID_ARGUMENT.value: InvalidInput,
+    ErrorKind.FAILED_PRECONDITION.value: InvalidInput,
+    ErrorKind.NOT_FOUND.value: ModelNotFound,
+    ErrorKind.UNAVAILABLE.value: Unavailable,
+    ErrorKind.DEADLINE_EXCEEDED.value: DeadlineExceeded,
+    ErrorKind.CANCELLED.value: Cancelled,
+    ErrorKind.INTERNAL.value: ModelError,
+    ErrorKind.UNAUTHENTICATED.value: Unauthenticated,
+    ErrorKind.UNIMPLEMENTED.value: Unsupported,
+}
+# Other V2 servers send only a message: go by the status.
+_BY_STATUS: dict[int, type[ConveyorError]] = {
     400: InvalidInput,
     401: Unauthenticated,
     404: ModelNotFound,
@@ -139,8 +155,11 @@ def _model_path(model: str, version: int | str | None) -> str:
 
 
 def _error(status: int, data: bytes) -> ConveyorError:
+    kind = None
     try:
-        message = loads(data, "error body")["error"]
-    except (ConveyorError, KeyError, TypeError):
+        body = loads(data, "error body")
+        message, kind = body["error"], body.get("kind")
+    except (ConveyorError, KeyError, TypeError, AttributeError):
         message = data[:200].decode(errors="replace") or f"HTTP {status}"
-    return _ERRORS.get(status, ModelError)(str(message))
+    error_class = _BY_KIND.get(kind) if isinstance(kind, str) else None
+    return (error_class or _BY_STATUS.get(status, ModelError))(str(message))

@@ -127,3 +127,21 @@ def server(repository: Path) -> Iterator[RunningServer]:
 def host_port(server: RunningServer) -> str:
     """``127.0.0.1:PORT``, the form tritonclient takes."""
     return server.http_url.removeprefix("http://")
+
+
+@pytest.fixture(scope="session")
+def triton(host_port: str):
+    """One tritonclient.http client for all tests (concurrency 4 for async_infer).
+
+    Shared and torn down here because its __del__ fails if the garbage collector happens
+    to run it on another thread (gevent's hub is per thread); collect on this thread.
+    """
+    import gc
+
+    import tritonclient.http as httpclient
+
+    client = httpclient.InferenceServerClient(host_port, concurrency=4)
+    yield client
+    client.close()
+    del client
+    gc.collect()

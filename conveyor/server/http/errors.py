@@ -31,11 +31,15 @@ STATUS: dict[ErrorKind, int] = {
 def error_response(exc: BaseException) -> tuple[int, bytes]:
     """The status and ``{"error": ...}`` body for any exception a handler let through."""
     if isinstance(exc, ConveyorError):
-        return STATUS.get(exc.kind, 500), error_body(exc.message)
+        return STATUS.get(exc.kind, 500), error_body(exc.message, exc.kind)
     # A bug of ours: answer 500, keep serving, and leave a traceback in the log.
     log.error("internal error while handling a request", exc_info=exc)
     return 500, error_body(f"internal error: {type(exc).__name__}: {exc}")
 
 
-def error_body(message: str) -> bytes:
-    return dumps({"error": message})
+def error_body(message: str, kind: ErrorKind | None = None) -> bytes:
+    """``{"error": message}``, plus ``"kind"`` so our client can raise the exact error class
+    (several kinds share a status); Triton's clients read only ``"error"``."""
+    if kind is None:
+        return dumps({"error": message})
+    return dumps({"error": message, "kind": kind.value})

@@ -168,7 +168,10 @@ class V2Routes:
         if not isinstance(parameters, dict):
             raise InvalidInput(f"{action} request 'parameters' must be an object")
         if action == "load" and any(k == "config" or k.startswith("file:") for k in parameters):
-            raise Unsupported("loading a model with a config or files in the request")
+            raise Unsupported(
+                "loading a model with a config or files given in the request is not "
+                "supported; put them in the model repository"
+            )
         engine = self._engine()
         call = engine.load_model if action == "load" else engine.unload_model
         # Loading and draining block for a long time: never on the event loop.

@@ -124,18 +124,14 @@ def test_bytes_length_prefix_past_the_end(server: RunningServer) -> None:
     assert "length prefix says 1000 bytes but only 2 remain" in error
 
 
-def test_tritonclient_sees_the_error_message(host_port: str) -> None:
-    client = httpclient.InferenceServerClient(host_port)
-    try:
-        bad = httpclient.InferInput("INPUT0", [1, 8], "FP32")
-        bad.set_data_from_numpy(np.zeros((1, 8), np.float32))
-        with pytest.raises(InferenceServerException, match=r"expected \[-1, 16\]") as error:
-            client.infer("tiny", [bad])
-        assert error.value.status() == "400"
-        with pytest.raises(InferenceServerException, match="not in the repository"):
-            client.infer("missing", [bad])
-    finally:
-        client.close()
+def test_tritonclient_sees_the_error_message(triton) -> None:
+    bad = httpclient.InferInput("INPUT0", [1, 8], "FP32")
+    bad.set_data_from_numpy(np.zeros((1, 8), np.float32))
+    with pytest.raises(InferenceServerException, match=r"expected \[-1, 16\]") as error:
+        triton.infer("tiny", [bad])
+    assert error.value.status() == "400"
+    with pytest.raises(InferenceServerException, match="not in the repository"):
+        triton.infer("missing", [bad])
 
 
 def test_our_client_raises_conveyor_errors(server: RunningServer) -> None:
@@ -164,6 +160,25 @@ def small_limit_server(repository) -> RunningServer:
         yield running
 
 
+def read_response(sock: socket.socket) -> bytes:
+    """One HTTP response with a Content-Length, read off a raw socket."""
+    response = b""
+    while b"\r\n\r\n" not in response:
+        chunk = sock.recv(65536)
+        assert chunk, f"connection closed mid-response: {response!r}"
+        response += chunk
+    head, _, body = response.partition(b"\r\n\r\n")
+    length = int(next(
+        line.split(b":")[1] for line in head.split(b"\r\n")
+        if line.lower().startswith(b"content-length:")
+    ))  # fmt: skip
+    while len(body) < length:
+        chunk = sock.recv(65536)
+        assert chunk, "connection closed mid-body"
+        body += chunk
+    return head + b"\r\n\r\n" + body
+
+
 def test_body_over_the_limit_is_refused_from_content_length(small_limit_server) -> None:
     """A huge Content-Length is answered at once: nothing of that size is read or allocated."""
     with socket.create_connection(("127.0.0.1", small_limit_server.http_port), timeout=10) as s:
@@ -172,12 +187,7 @@ def test_body_over_the_limit_is_refused_from_content_length(small_limit_server) 
             b"Content-Length: 100000000000\r\n\r\n" + b"\0" * 1000
         )
         started = time.monotonic()
-        response = b""
-        while b"\r\n\r\n" not in response or not response.rstrip().endswith(b"}"):
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            response += chunk
+        response = read_response(s)
     assert time.monotonic() - started < 5
     assert response.startswith(b"HTTP/1.1 400")
     assert b"connection: close" in response.lower()
@@ -193,7 +203,7 @@ def test_body_over_the_limit_while_streaming(small_limit_server) -> None:
             b"POST /v2/models/tiny/infer HTTP/1.1\r\nHost: x\r\n"
             b"Transfer-Encoding: chunked\r\n\r\n" + payload
         )
-        response = s.recv(65536)
+        response = read_response(s)
     assert response.startswith(b"HTTP/1.1 400")
     assert b"more than 4096 bytes" in response
 

@@ -38,13 +38,6 @@ def sample(datatype: str, utf8: bool = False) -> np.ndarray:
     return values.astype(numpy_dtype(datatype))
 
 
-@pytest.fixture(scope="module")
-def triton(host_port: str):
-    client = httpclient.InferenceServerClient(host_port, concurrency=4)
-    yield client
-    client.close()
-
-
 def triton_input(datatype: str, value: np.ndarray, binary: bool) -> httpclient.InferInput:
     infer_input = httpclient.InferInput("INPUT0", list(value.shape), datatype)
     infer_input.set_data_from_numpy(value, binary_data=binary)

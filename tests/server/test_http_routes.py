@@ -12,13 +12,6 @@ from conveyor.testing import RunningServer
 from tests.server.http_util import get_json, post_json, request
 
 
-@pytest.fixture(scope="module")
-def triton(host_port: str):
-    client = httpclient.InferenceServerClient(host_port)
-    yield client
-    client.close()
-
-
 def test_health(triton, server: RunningServer) -> None:
     assert triton.is_server_live()
     assert triton.is_server_ready()
