@@ -32,6 +32,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 VARIANTS = (
+    "httptools-uvloop",
+    "httptools-asyncio",
     "uvicorn-httptools-uvloop",
     "uvicorn-httptools-asyncio",
     "uvicorn-h11-uvloop",
@@ -56,7 +58,9 @@ def serve(variant: str, port: int, model: str) -> None:
         import uvloop
 
         loop_factory = uvloop.new_event_loop
-    start = _aiohttp if variant.startswith("aiohttp") else _uvicorn
+    start = {"aiohttp": _aiohttp, "uvicorn": _uvicorn, "httptools": _httptools}[
+        variant.split("-")[0]
+    ]
 
     async def main() -> None:
         stop = asyncio.Event()
@@ -71,13 +75,21 @@ def serve(variant: str, port: int, model: str) -> None:
     engine.close(5)
 
 
+async def _httptools(variant: str, routes, port: int):  # type: ignore[no-untyped-def]
+    from conveyor.server.http.protocol import HTTPToolsFrontEnd
+
+    front_end = HTTPToolsFrontEnd(routes, "127.0.0.1", port, max_body_bytes=64 << 20)
+    await front_end.start()
+    return lambda: front_end.stop(1)
+
+
 async def _uvicorn(variant: str, routes, port: int):  # type: ignore[no-untyped-def]
     from conveyor.server.frontend import ASGIFrontEnd
-    from conveyor.server.http.app import HTTPApp
+    from conveyor.server.http.asgi import ASGIApp
 
     protocol = variant.split("-")[1]
     front_end = ASGIFrontEnd(
-        "http", HTTPApp(routes, max_body_bytes=64 << 20), "127.0.0.1", port, http=protocol
+        "http", ASGIApp(routes, max_body_bytes=64 << 20), "127.0.0.1", port, http=protocol
     )
     await front_end.start()
     return lambda: front_end.stop(1)
@@ -132,7 +144,8 @@ def measure(variant: str, args: argparse.Namespace, perf_analyzer: str) -> tuple
             "--concurrency-range", str(args.concurrency),
             "--measurement-interval", str(args.interval_ms), "--max-trials", "5",
         ]  # fmt: skip
-        out = subprocess.run(command, capture_output=True, text=True, timeout=300).stdout
+        done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+        out = done.stdout + done.stderr
         found = re.search(r"throughput: ([\d.]+) infer/sec, latency (\d+) usec", out)
         if found is None:
             raise RuntimeError(f"perf_analyzer said:\n{out}")
@@ -168,11 +181,17 @@ def main() -> int:
     print(f"model {args.model}, binary tensors, batch 1, concurrency {args.concurrency}, "
           f"server on core {args.server_core}, perf_analyzer on core {args.load_core}")  # fmt: skip
     print(f"{'stack':<28} {'infer/s':>10} {'avg latency us':>15}")
-    for variant in args.variants.split(","):
-        runs = [measure(variant, args, perf_analyzer) for _ in range(args.repeat)]
-        rate, latency = max(runs)
-        print(f"{variant:<28} {rate:>10.0f} {latency:>15.0f}", flush=True)
-        time.sleep(0.5)
+    variants = args.variants.split(",")
+    runs: dict[str, list[tuple[float, float]]] = {v: [] for v in variants}
+    # Interleaved rounds, best kept: other load on the machine hits every variant alike.
+    for _ in range(args.repeat):
+        for variant in variants:
+            runs[variant].append(measure(variant, args, perf_analyzer))
+            time.sleep(0.5)
+    for variant in variants:
+        rate, latency = max(runs[variant])
+        each = " ".join(f"{r:.0f}" for r, _ in runs[variant])
+        print(f"{variant:<28} {rate:>10.0f} {latency:>15.0f}   (runs: {each})", flush=True)
     return 0
 
 

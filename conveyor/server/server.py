@@ -21,8 +21,8 @@ import sys
 from collections.abc import Callable
 
 from conveyor.engine import Engine
-from conveyor.server.frontend import ASGIFrontEnd, FrontEnd
-from conveyor.server.http.app import HTTPApp
+from conveyor.server.frontend import FrontEnd
+from conveyor.server.http.protocol import http_front_end
 from conveyor.server.http.routes import V2Routes
 from conveyor.server.metrics import LatencyHistograms, metrics_front_end
 from conveyor.server.settings import Settings
@@ -92,8 +92,8 @@ class Server:
         """Every front end this server runs; a new protocol adds itself here."""
         s = self.settings
         front_ends: list[FrontEnd] = [
-            ASGIFrontEnd(
-                "http", HTTPApp(self.routes, max_body_bytes=s.max_body_bytes), s.host, s.http_port
+            http_front_end(
+                self.routes, s.host, s.http_port, max_body_bytes=s.max_body_bytes, impl=s.http_impl
             ),
         ]
         # The gRPC front end goes here: front_ends.append(GRPCFrontEnd(...)) with

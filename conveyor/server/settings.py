@@ -61,6 +61,14 @@ class Settings:
             "largest request body accepted, after decompression (larger: 400, before reading)"
         ),
     )
+    http_impl: str = dataclasses.field(
+        default="httptools",
+        metadata=_option(
+            "HTTP implementation: httptools (ours, fastest) or uvicorn (the same routes as an "
+            "ASGI app on uvicorn)",
+            choices=("httptools", "uvicorn"),
+        ),
+    )
     drain_timeout: float = dataclasses.field(
         default=30.0,
         metadata=_option(

@@ -115,10 +115,13 @@ def repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_repository(tmp_path_factory.mktemp("http-models"))
 
 
-@pytest.fixture(scope="session")
-def server(repository: Path) -> Iterator[RunningServer]:
-    """The shared server (model control off, default limits)."""
-    with run_server(repository) as running:
+HTTP_IMPLEMENTATIONS = ("httptools", "uvicorn")
+
+
+@pytest.fixture(scope="session", params=HTTP_IMPLEMENTATIONS)
+def server(repository: Path, request: pytest.FixtureRequest) -> Iterator[RunningServer]:
+    """The shared server (model control off, default limits), once per HTTP implementation."""
+    with run_server(repository, extra_args=["--http-impl", request.param]) as running:
         yield running
         assert running.process.poll() is None, "the server died during the tests"
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 import urllib.error
 import urllib.request
@@ -9,6 +10,7 @@ import urllib.request
 import numpy as np
 import pytest
 import tritonclient.http as httpclient
+import tritonclient.http.aio as aioclient
 from prometheus_client.parser import text_string_to_metric_families
 from tritonclient.utils import InferenceServerException
 
@@ -92,16 +94,24 @@ def test_priority_reaches_the_engine(server: RunningServer, client) -> None:
         blocker.result(10)
 
 
-def test_priority_from_tritonclient(server: RunningServer, triton, client) -> None:
+def test_priority_from_tritonclient(server: RunningServer, host_port: str, client) -> None:
+    """Triton's priority levels, as tritonclient sends them (asyncio client: the sync one
+    sends async_infer requests only when its gevent hub runs)."""
+
+    async def main() -> tuple[float, float]:
+        loop = asyncio.get_running_loop()
+        async with aioclient.InferenceServerClient(host_port) as triton:
+            infer_input = aioclient.InferInput("INPUT0", [1], "FP32")
+            infer_input.set_data_from_numpy(np.zeros(1, np.float32))
+            low = asyncio.create_task(triton.infer("gate", [infer_input], priority=5))
+            while await loop.run_in_executor(None, pending, server, "gate") < 2:
+                await asyncio.sleep(0.01)
+            default = await triton.infer("gate", [infer_input])
+            return (await low).as_numpy("OUTPUT1")[0], default.as_numpy("OUTPUT1")[0]
+
     blockers = [client.submit("gate", seconds(0.5)) for _ in range(2)]
-    infer_input = httpclient.InferInput("INPUT0", [1], "FP32")
-    infer_input.set_data_from_numpy(np.zeros(1, np.float32))
-    low = triton.async_infer("gate", [infer_input], priority=5)  # Triton level 5
-    wait_until(lambda: pending(server, "gate") >= 2)
-    default = triton.async_infer("gate", [infer_input])
-    low_started = low.get_result(timeout=10).as_numpy("OUTPUT1")[0]
-    default_started = default.get_result(timeout=10).as_numpy("OUTPUT1")[0]
-    assert default_started < low_started
+    low_started, default_started = asyncio.run(asyncio.wait_for(main(), 20))
+    assert default_started < low_started  # Triton level 5 runs after the default level
     for blocker in blockers:
         blocker.result(10)
 

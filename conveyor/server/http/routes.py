@@ -27,6 +27,7 @@ from conveyor.server.http.errors import error_body
 
 if TYPE_CHECKING:
     from conveyor.engine import Engine
+    from conveyor.futures import InferFuture, Outputs
     from conveyor.server.metrics import LatencyHistograms
 
 Headers = list[tuple[bytes, bytes]]
@@ -60,7 +61,7 @@ class V2Routes:
         self.draining = False  # set by the server on SIGTERM: not ready any more
         self._server_metadata = dumps(metadata.server_metadata(version, extensions))
         self._histograms = histograms
-        self._loop_time = time.perf_counter
+        self._clock = time.perf_counter
 
     def _engine(self) -> Engine:
         engine = self.engine
@@ -76,8 +77,13 @@ class V2Routes:
             raise NotFoundRoute(f"no route {path!r}; V2 routes start with /v2")
         if len(parts) >= 4 and parts[2] == "models":
             if method == "POST" and parts[-1] == "infer":
-                model, version = _model_and_version(parts, path)
-                return await self._infer(model, version, await read_body(), header_length)
+                pending = self.begin_infer(path, await read_body(), header_length)
+                try:
+                    results = await pending.future
+                except asyncio.CancelledError:
+                    pending.future.cancel()  # dropped while still queued: it never runs
+                    raise
+                return pending.reply(results)
             return await self._models(method, parts, path)
         route = "/".join(parts[2:])
         if route == "" and method == "GET":
@@ -180,10 +186,13 @@ class V2Routes:
 
     # -- inference ------------------------------------------------------------------------
 
-    async def _infer(
-        self, model: str, version: str | None, body: bytes, header_length: bytes | None
-    ) -> Reply:
-        started = self._loop_time()
+    def begin_infer(self, path: str, body: bytes, header_length: bytes | None) -> PendingInfer:
+        """Decode and submit an infer request (``path`` ends in /infer); does not wait.
+
+        Raises for a bad request; the returned future completes on an engine thread.
+        """
+        started = self._clock()
+        model, version = _model_and_version(path.split("/"), path)
         engine = self._engine()
         served = str(engine.model(model, version).version)
         request = infer.decode_request(body, parse_header_length(header_length, len(body)))
@@ -197,14 +206,37 @@ class V2Routes:
             timeout=options.timeout,
             request_id=request.id,
         )
-        try:
-            results = await future
-        except asyncio.CancelledError:
-            future.cancel()  # dropped while still queued: it never runs
-            raise
-        body, json_length = infer.encode_response(model, served, request, results)
+        return PendingInfer(future, model, served, request, started, self)
+
+    def _observe(self, model: str, version: str, started: float) -> None:
         if self._histograms is not None:
-            self._histograms.observe(model, served, self._loop_time() - started)
+            self._histograms.observe(model, version, self._clock() - started)
+
+
+class PendingInfer:
+    """A submitted infer request: its engine future, and how to answer once it completes."""
+
+    __slots__ = ("_routes", "future", "model", "request", "served", "started")
+
+    def __init__(
+        self,
+        future: InferFuture,
+        model: str,
+        served: str,
+        request: infer.InferRequest,
+        started: float,
+        routes: V2Routes,
+    ) -> None:
+        self.future = future
+        self.model = model
+        self.served = served
+        self.request = request
+        self.started = started
+        self._routes = routes
+
+    def reply(self, results: Outputs) -> Reply:
+        body, json_length = infer.encode_response(self.model, self.served, self.request, results)
+        self._routes._observe(self.model, self.served, self.started)
         if json_length is None:
             return 200, body, JSON
         return 200, body, [BINARY_TYPE, (HEADER_LENGTH, b"%d" % json_length)]
