@@ -49,10 +49,10 @@ def serve(variant: str, port: int, model: str) -> None:
     from conveyor.engine import Engine
     from conveyor.server.http.routes import V2Routes
     from conveyor.server.metrics import LatencyHistograms
+    from conveyor.server.state import ServerState
 
     engine = Engine.from_repository(None, model_control="explicit", startup_models=[model])
-    routes = V2Routes(version=__version__, histograms=LatencyHistograms())
-    routes.engine = engine
+    routes = V2Routes(ServerState(engine), version=__version__, histograms=LatencyHistograms())
     loop_factory = None
     if variant.endswith("uvloop"):
         import uvloop

@@ -26,6 +26,7 @@ from conveyor.server.http.protocol import http_front_end
 from conveyor.server.http.routes import V2Routes
 from conveyor.server.metrics import LatencyHistograms, metrics_front_end
 from conveyor.server.settings import Settings
+from conveyor.server.state import ServerState
 
 log = logging.getLogger("conveyor.server")
 
@@ -41,12 +42,12 @@ class Server:
         from conveyor import __version__
 
         self.settings = settings
-        self.engine: Engine | None = None
+        self.state = ServerState()  # the engine (once loaded) and readiness, for every front end
         self.started = False
         self.should_exit = False
         self.force_exit = False
         self.histograms = LatencyHistograms()
-        self.routes = V2Routes(version=__version__, histograms=self.histograms)
+        self.routes = V2Routes(self.state, version=__version__, histograms=self.histograms)
         self.front_ends: list[FrontEnd] = []
         self._engine_factory = engine_factory or self._engine_from_settings
         self._wake: asyncio.Event | None = None
@@ -96,11 +97,15 @@ class Server:
                 self.routes, s.host, s.http_port, max_body_bytes=s.max_body_bytes, impl=s.http_impl
             ),
         ]
-        # The gRPC front end goes here: front_ends.append(GRPCFrontEnd(...)) with
-        # async start()/stop(timeout), sharing self.routes.engine and self.histograms.
+        # The gRPC front end goes here: front_ends.append(GRPCFrontEnd(self.state,
+        # self.histograms, s.host, s.grpc_port)) with a name, async start() and
+        # stop(timeout); it reads self.state.engine (None until loaded), answers health from
+        # self.state.not_ready_reason(), and observes latency with protocol="grpc".
         if s.metrics:
             front_ends.append(
-                metrics_front_end(lambda: self.engine, self.histograms, s.host, s.metrics_port)
+                metrics_front_end(
+                    lambda: self.state.engine, self.histograms, s.host, s.metrics_port
+                )
             )
         return front_ends
 
@@ -111,9 +116,9 @@ class Server:
             self.started = True
         loop = asyncio.get_running_loop()
         # Loading models blocks for seconds: on a worker thread, while /v2/health/live answers.
-        self.engine = await loop.run_in_executor(None, self._engine_factory)
-        self.routes.engine = self.engine
-        names = ", ".join(self.engine.model_names()) or "none"
+        engine = await loop.run_in_executor(None, self._engine_factory)
+        self.state.engine = engine
+        names = ", ".join(engine.model_names()) or "none"
         log.info("ready: serving %s", names)
 
     def _engine_from_settings(self) -> Engine:
@@ -128,14 +133,14 @@ class Server:
 
     async def shutdown(self) -> None:
         """Stop accepting, finish and answer admitted requests, close the engine."""
-        self.routes.draining = True
+        self.state.draining = True
         timeout = 0.0 if self.force_exit else self.settings.drain_timeout
         serving = [f for f in self.front_ends if f.name != "metrics"]
         # Metrics keep answering until the end, so a scrape can watch the drain.
         await asyncio.gather(*(f.stop(timeout) for f in serving), return_exceptions=True)
-        if self.engine is not None:
+        if self.state.engine is not None:
             loop = asyncio.get_running_loop()
-            await loop.run_in_executor(None, self.engine.close, timeout)
+            await loop.run_in_executor(None, self.state.engine.close, timeout)
         for front_end in self.front_ends:
             if front_end not in serving:
                 with contextlib.suppress(Exception):

@@ -17,13 +17,13 @@ from conveyor.errors import (
     InvalidInput,
     ModelNotFound,
     ModelNotReady,
-    Unavailable,
     Unsupported,
 )
 from conveyor.protocol import infer, metadata
 from conveyor.protocol.binary import parse_header_length
 from conveyor.protocol.json_codec import dumps, loads
 from conveyor.server.http.errors import error_body
+from conveyor.server.state import ServerState
 
 if TYPE_CHECKING:
     from conveyor.engine import Engine
@@ -52,22 +52,19 @@ class V2Routes:
 
     def __init__(
         self,
+        state: ServerState,
         *,
         version: str,
         extensions: tuple[str, ...] = metadata.EXTENSIONS,
         histograms: LatencyHistograms | None = None,
     ) -> None:
-        self.engine: Engine | None = None  # set by the server when the models are loaded
-        self.draining = False  # set by the server on SIGTERM: not ready any more
+        self.state = state
         self._server_metadata = dumps(metadata.server_metadata(version, extensions))
         self._histograms = histograms
         self._clock = time.perf_counter
 
     def _engine(self) -> Engine:
-        engine = self.engine
-        if engine is None:
-            raise Unavailable("the server is starting: models are still loading")
-        return engine
+        return self.state.require_engine()
 
     async def handle(
         self, method: str, path: str, read_body: ReadBody, header_length: bytes | None
@@ -106,14 +103,8 @@ class V2Routes:
     # -- health and metadata --------------------------------------------------------------
 
     def _server_ready(self) -> Reply:
-        engine = self.engine
-        if engine is None:
-            reason = "models are still loading"
-        elif self.draining:
-            reason = "the server is shutting down"
-        elif not engine.ready:
-            reason = "a model is still loading"
-        else:
+        reason = self.state.not_ready_reason()
+        if reason is None:
             return EMPTY_OK
         # 400, not 503, as Triton answers; the body says why.
         return 400, error_body(f"server is not ready: {reason}"), JSON
@@ -136,7 +127,7 @@ class V2Routes:
             return 200, dumps(body), JSON
         if action == "ready":
             try:
-                ready = engine.model(model, version).ready and not self.draining
+                ready = engine.model(model, version).ready and not self.state.draining
             except ModelNotReady as exc:
                 return 400, error_body(exc.message), JSON
             if ready:
