@@ -43,6 +43,7 @@ class BaseClient(abc.ABC):
         self._closed = False
         self._opened: concurrent.futures.Future[None] | None = None
         self._lock = threading.Lock()
+        self._tasks: set[asyncio.Task[Outputs]] = set()  # requests in flight (loop thread only)
 
     # -- inference --------------------------------------------------------------------------
 
@@ -89,8 +90,10 @@ class BaseClient(abc.ABC):
             call.close()
             return
         task = self._loop.create_task(call)
+        self._tasks.add(task)
 
         def settle(done: asyncio.Task[Outputs]) -> None:
+            self._tasks.discard(done)
             if future.done():
                 return
             try:
@@ -153,16 +156,23 @@ class BaseClient(abc.ABC):
         self._opened.result()
 
     def close(self) -> None:
-        """Abandon nothing in flight silently: wait for open requests' transports to close."""
+        """Close the connections; futures of requests still in flight are cancelled."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
         if self._opened is not None:
-            asyncio.run_coroutine_threadsafe(self._close(), self._loop).result(30)
+            asyncio.run_coroutine_threadsafe(self._shutdown(), self._loop).result(30)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(30)
         self._loop.close()
+
+    async def _shutdown(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=5)
+        await self._close()
 
     def __enter__(self) -> BaseClient:
         return self

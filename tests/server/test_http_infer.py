@@ -275,3 +275,12 @@ def test_large_infer_responses_are_compressed_when_asked(server: RunningServer, 
         server.http_url, "GET", "/v2/models/stats", headers={"Accept-Encoding": encoding}
     )
     assert status == 200 and "content-encoding" not in headers
+
+
+def test_closing_our_client_cancels_what_is_in_flight(server: RunningServer) -> None:
+    client = Client(server.http_url)
+    future = client.submit("sleep", {"INPUT0": np.array([0.5], np.float32)})
+    client.close()
+    assert future.cancelled()
+    with pytest.raises(RuntimeError, match="closed"):
+        client.submit("tiny", {"INPUT0": np.zeros((1, 16), np.float32)})
