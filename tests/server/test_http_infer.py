@@ -284,3 +284,14 @@ def test_closing_our_client_cancels_what_is_in_flight(server: RunningServer) -> 
     assert future.cancelled()
     with pytest.raises(RuntimeError, match="closed"):
         client.submit("tiny", {"INPUT0": np.zeros((1, 16), np.float32)})
+
+
+def test_client_is_public_at_the_top_level(server: RunningServer) -> None:
+    import conveyor
+
+    with conveyor.Client(server.http_url) as client:
+        assert client.submit("tiny", {"INPUT0": np.zeros((1, 16), np.float32)}).result(10)[
+            "OUTPUT0"
+        ].tolist() == [[1.0] * 16]
+    with pytest.raises(ValueError, match="unsupported URL scheme"):
+        conveyor.Client("ftp://x")
