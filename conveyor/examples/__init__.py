@@ -1,1 +1,49 @@
+"""The built-in example repository: ``tiny``, ``mlp``, ``identity`` (ONNX) and ``upper`` (Python).
 
+The ONNX files are not shipped: they are built with ``onnx.helper`` the first time they are
+needed, into a per-user cache folder, and reused after that.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from pathlib import Path
+
+from conveyor.examples import onnx_models
+
+_SOURCE = Path(__file__).parent / "repository"
+_BUILDERS = {"tiny": onnx_models.tiny, "mlp": onnx_models.mlp, "identity": onnx_models.identity}
+
+
+def _cache_root() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "conveyor"
+
+
+def _fingerprint() -> str:
+    digest = hashlib.sha256()
+    for path in sorted(_SOURCE.rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts:
+            digest.update(str(path.relative_to(_SOURCE)).encode())
+            digest.update(path.read_bytes())
+    digest.update(Path(onnx_models.__file__).read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def example_repository(root: Path | None = None) -> Path:
+    """The example repository's folder, built on first use (safe to call concurrently)."""
+    target = (root or _cache_root()) / f"examples-{_fingerprint()}"
+    for name in sorted(p.name for p in _SOURCE.iterdir() if p.is_dir()):
+        shutil.copytree(
+            _SOURCE / name,
+            target / name,
+            dirs_exist_ok=True,
+            ignore=shutil.ignore_patterns("__pycache__"),
+        )
+    for name, build in _BUILDERS.items():
+        model_file = target / name / "1" / "model.onnx"
+        if not model_file.exists():
+            build(model_file)
+    return target

@@ -44,7 +44,6 @@ class ModelConfig:
     dynamic_batching: DynamicBatching | None = None
     inputs: tuple[TensorSpec, ...] = ()
     outputs: tuple[TensorSpec, ...] = ()
-    execution_timeout_s: float | None = None
     versions: tuple[int, ...] | None = None  # None: serve only the latest version
     backend_options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
@@ -76,7 +75,6 @@ _TOP_KEYS = {
     "dynamic_batching",
     "inputs",
     "outputs",
-    "execution_timeout_s",
     "versions",
 }
 _BACKEND_SECTIONS = {"onnxruntime", "python"}
@@ -113,7 +111,7 @@ def parse_config(name: str, raw: Mapping[str, Any], *, backend: str | None = Non
 
     chosen_backend = raw.get("backend", backend)
     if not isinstance(chosen_backend, str) or not chosen_backend:
-        raise fail("no backend: set backend = \"onnxruntime\" or \"python\" in config.toml")
+        raise fail('no backend: set backend = "onnxruntime" or "python" in config.toml')
 
     max_batch_size = integer("max_batch_size", raw.get("max_batch_size", 0), 0)
     instances = raw.get("instances")
@@ -123,12 +121,6 @@ def parse_config(name: str, raw: Mapping[str, Any], *, backend: str | None = Non
     instance_kind = raw.get("instance_kind", "thread")
     if instance_kind not in INSTANCE_KINDS:
         raise fail(f"instance_kind must be one of {INSTANCE_KINDS}, got {instance_kind!r}")
-
-    timeout = raw.get("execution_timeout_s")
-    if timeout is not None and (
-        not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout <= 0
-    ):
-        raise fail(f"execution_timeout_s must be a positive number, got {timeout!r}")
 
     versions = raw.get("versions")
     if versions is not None:
@@ -149,9 +141,7 @@ def parse_config(name: str, raw: Mapping[str, Any], *, backend: str | None = Non
         preferred = section.get("preferred_batch_sizes", [])
         if not isinstance(preferred, list):
             raise fail("dynamic_batching.preferred_batch_sizes must be a list of integers")
-        preferred_sizes = tuple(
-            sorted(integer("preferred_batch_sizes[]", p, 1) for p in preferred)
-        )
+        preferred_sizes = tuple(sorted(integer("preferred_batch_sizes[]", p, 1) for p in preferred))
         if preferred_sizes and preferred_sizes[-1] > max_batch_size:
             raise fail(
                 f"preferred batch size {preferred_sizes[-1]} exceeds max_batch_size "
@@ -178,7 +168,6 @@ def parse_config(name: str, raw: Mapping[str, Any], *, backend: str | None = Non
         dynamic_batching=batching,
         inputs=_tensors(raw.get("inputs", []), "inputs", fail),
         outputs=_tensors(raw.get("outputs", []), "outputs", fail),
-        execution_timeout_s=float(timeout) if timeout is not None else None,
         versions=versions,
         backend_options=dict(options),
     )

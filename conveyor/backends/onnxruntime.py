@@ -1,0 +1,180 @@
+"""ONNX models through onnxruntime: one InferenceSession shared by every instance thread.
+
+``InferenceSession.run`` is thread-safe and releases the GIL while it computes, so N
+instance threads over one session run N executions at once with one copy of the weights.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnxruntime as ort
+
+from conveyor.backends.base import Backend, LoadedModel
+from conveyor.errors import RepositoryError
+from conveyor.repository.config import ModelConfig, TensorSpec
+
+_DATATYPE_OF_ORT = {
+    "tensor(bool)": "BOOL",
+    "tensor(uint8)": "UINT8",
+    "tensor(uint16)": "UINT16",
+    "tensor(uint32)": "UINT32",
+    "tensor(uint64)": "UINT64",
+    "tensor(int8)": "INT8",
+    "tensor(int16)": "INT16",
+    "tensor(int32)": "INT32",
+    "tensor(int64)": "INT64",
+    "tensor(float16)": "FP16",
+    "tensor(float)": "FP32",
+    "tensor(double)": "FP64",
+    "tensor(bfloat16)": "BF16",
+    "tensor(string)": "BYTES",
+}
+
+_OPTIMIZATION_LEVELS = {
+    "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+    "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+    "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+    "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+}
+_OPTION_KEYS = {"intra_op_threads", "inter_op_threads", "graph_optimization_level"}
+
+
+class OnnxRuntimeModel(LoadedModel):
+    thread_safe = True
+
+    def __init__(self, session: ort.InferenceSession) -> None:
+        self.session = session
+        self._string_outputs = {o.name for o in session.get_outputs() if o.type == "tensor(string)"}
+
+    def run(self, inputs: dict[str, np.ndarray], outputs: Sequence[str]) -> dict[str, np.ndarray]:
+        feed = {
+            name: _to_onnx_strings(array) if array.dtype == object else array
+            for name, array in inputs.items()
+        }
+        results = self.session.run(list(outputs), feed)
+        produced = dict(zip(outputs, results, strict=True))
+        for name in self._string_outputs.intersection(produced):
+            produced[name] = np.vectorize(_utf8, otypes=[object])(produced[name])
+        return produced
+
+
+def _to_onnx_strings(array: np.ndarray) -> np.ndarray:
+    # onnxruntime wants str elements for tensor(string); V2 BYTES arrive as bytes.
+    return np.vectorize(
+        lambda v: v.decode("utf-8", "surrogateescape") if isinstance(v, bytes) else v,
+        otypes=[object],
+    )(array)
+
+
+def _utf8(value: Any) -> bytes:
+    return value.encode("utf-8", "surrogateescape") if isinstance(value, str) else bytes(value)
+
+
+@dataclasses.dataclass(frozen=True)
+class SessionOptions:
+    intra_op_threads: int = 1
+    inter_op_threads: int = 1
+    graph_optimization_level: str = "all"
+
+    @classmethod
+    def from_config(cls, config: ModelConfig) -> SessionOptions:
+        options = dict(config.backend_options)
+        unknown = set(options) - _OPTION_KEYS
+        if unknown:
+            raise RepositoryError(
+                f"model {config.name!r}: unknown key {sorted(unknown)[0]!r} in [onnxruntime]; "
+                f"known keys are {', '.join(sorted(_OPTION_KEYS))}"
+            )
+        level = options.get("graph_optimization_level", "all")
+        if level not in _OPTIMIZATION_LEVELS:
+            raise RepositoryError(
+                f"model {config.name!r}: onnxruntime.graph_optimization_level must be one of "
+                f"{', '.join(_OPTIMIZATION_LEVELS)}, got {level!r}"
+            )
+        for key in ("intra_op_threads", "inter_op_threads"):
+            value = options.get(key, 1)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise RepositoryError(
+                    f"model {config.name!r}: onnxruntime.{key} must be an integer >= 0 "
+                    f"(0 lets onnxruntime choose), got {value!r}"
+                )
+        return cls(
+            intra_op_threads=options.get("intra_op_threads", 1),
+            inter_op_threads=options.get("inter_op_threads", 1),
+            graph_optimization_level=level,
+        )
+
+
+class OnnxRuntimeBackend(Backend):
+    name = "onnxruntime"
+
+    def load(self, config: ModelConfig, version_dir: Path) -> OnnxRuntimeModel:
+        options = SessionOptions.from_config(config)
+        path = version_dir / "model.onnx"
+        if not path.exists():
+            raise RepositoryError(f"model {config.name!r}: {path} does not exist")
+        session_options = ort.SessionOptions()
+        session_options.intra_op_num_threads = options.intra_op_threads
+        session_options.inter_op_num_threads = options.inter_op_threads
+        session_options.graph_optimization_level = _OPTIMIZATION_LEVELS[
+            options.graph_optimization_level
+        ]
+        # Threads that spin after a run burn the core another instance needs.
+        session_options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        session_options.add_session_config_entry("session.inter_op.allow_spinning", "0")
+        try:
+            session = ort.InferenceSession(
+                str(path), sess_options=session_options, providers=["CPUExecutionProvider"]
+            )
+        except Exception as exc:  # onnxruntime raises its own exception types
+            raise RepositoryError(
+                f"model {config.name!r}: onnxruntime could not load {path.name}: {exc}"
+            ) from None
+        return OnnxRuntimeModel(session)
+
+    def complete_config(self, config: ModelConfig, model: LoadedModel) -> ModelConfig:
+        assert isinstance(model, OnnxRuntimeModel)
+        session = model.session
+        inputs = config.inputs or _specs(config, session.get_inputs(), "input")
+        outputs = config.outputs or _specs(config, session.get_outputs(), "output")
+        _check_declared(config, inputs, {i.name for i in session.get_inputs()}, "input")
+        _check_declared(config, outputs, {o.name for o in session.get_outputs()}, "output")
+        return dataclasses.replace(config, inputs=inputs, outputs=outputs)
+
+
+def _specs(config: ModelConfig, args: list[Any], kind: str) -> tuple[TensorSpec, ...]:
+    specs = []
+    for arg in args:
+        datatype = _DATATYPE_OF_ORT.get(arg.type)
+        if datatype is None:
+            raise RepositoryError(
+                f"model {config.name!r}: {kind} {arg.name!r} has type {arg.type}, "
+                "which has no V2 datatype"
+            )
+        # Symbolic or unknown dimensions become -1 (any size).
+        shape = [d if isinstance(d, int) and d >= 0 else -1 for d in arg.shape]
+        if config.batching:
+            if not shape or shape[0] != -1:
+                raise RepositoryError(
+                    f"model {config.name!r}: max_batch_size > 0 needs a dynamic first "
+                    f"dimension, but {kind} {arg.name!r} has shape {arg.shape}"
+                )
+            shape = shape[1:]
+        specs.append(TensorSpec(arg.name, datatype, tuple(shape)))
+    return tuple(specs)
+
+
+def _check_declared(
+    config: ModelConfig, specs: tuple[TensorSpec, ...], actual: set[str], kind: str
+) -> None:
+    for spec in specs:
+        if spec.name not in actual:
+            raise RepositoryError(
+                f"model {config.name!r}: config declares {kind} {spec.name!r}, but the ONNX "
+                f"file's {kind}s are {', '.join(sorted(actual))}"
+            )

@@ -1,0 +1,74 @@
+"""The ``conveyor`` command: ``models`` lists a repository; more subcommands plug in here."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+
+def _models(args: argparse.Namespace) -> int:
+    """Load every model of the repository, run each once, and print what it serves."""
+    import numpy as np
+
+    from conveyor.engine import Engine
+
+    with Engine.from_repository(args.repository) as engine:
+        for entry in engine.repository_index():
+            print(
+                f"{entry.name:<16} {entry.state:<12} version {entry.version or '-':<4} "
+                f"{entry.reason}"
+            )
+            if entry.state != "READY":
+                continue
+            info = engine.model(entry.name)
+            for spec in info.config.inputs:
+                shape = [-1, *spec.shape] if info.config.batching else list(spec.shape)
+                print(f"    input  {spec.name:<12} {spec.datatype:<6} {shape}")
+            for spec in info.config.outputs:
+                shape = [-1, *spec.shape] if info.config.batching else list(spec.shape)
+                print(f"    output {spec.name:<12} {spec.datatype:<6} {shape}")
+            if args.run:
+                inputs = {
+                    spec.name: _example_input(spec, info.config.batching, np)
+                    for spec in info.config.inputs
+                }
+                outputs = engine.submit(entry.name, inputs).result(timeout=30)
+                for name, value in outputs.items():
+                    print(f"    ran:   {name} = {np.array2string(value.ravel()[:4])}...")
+    return 0
+
+
+def _example_input(spec, batching, np):  # type: ignore[no-untyped-def]
+    from conveyor.protocol.datatypes import BYTES, numpy_dtype
+
+    shape = [1 if d == -1 else d for d in spec.shape]
+    if batching:
+        shape = [1, *shape]
+    if spec.datatype == BYTES:
+        return np.full(shape, b"conveyor", dtype=object)
+    return np.ones(shape, dtype=numpy_dtype(spec.datatype))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="conveyor", description=__doc__)
+    parser.add_argument("--log-level", default="warning", help="debug, info, warning, error")
+    commands = parser.add_subparsers(dest="command", required=True)
+    models = commands.add_parser("models", help="load a repository and list its models")
+    models.add_argument(
+        "repository", nargs="?", help="model repository (default: built-in examples)"
+    )
+    models.add_argument("--run", action="store_true", help="run each model once on example input")
+    models.set_defaults(handler=_models)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    return int(args.handler(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

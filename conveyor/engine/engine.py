@@ -1,0 +1,297 @@
+"""The in-process engine: models from a repository, ``submit`` -> future, ``close`` drains.
+
+``submit`` does only cheap checks on the caller's thread and queues the request; every
+model version's instance threads do the compute. Nothing here knows about HTTP or gRPC.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from conveyor.engine.model import ModelVersion
+from conveyor.engine.stats import ModelStatistics
+from conveyor.errors import (
+    ConveyorError,
+    InvalidInput,
+    ModelNotFound,
+    ModelNotReady,
+    ShuttingDown,
+    Unsupported,
+)
+from conveyor.futures import InferFuture, Outputs
+from conveyor.repository.config import ModelConfig
+from conveyor.repository.layout import Repository
+
+log = logging.getLogger("conveyor.engine")
+
+MODEL_CONTROL_MODES = ("none", "explicit")
+
+
+@dataclasses.dataclass(frozen=True)
+class RepositoryEntry:
+    """A model of the repository and its state: READY, UNAVAILABLE, LOADING or UNLOADING."""
+
+    name: str
+    version: str
+    state: str
+    reason: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelInfo:
+    name: str
+    version: int
+    config: ModelConfig
+    platform: str
+    ready: bool
+
+
+class Engine:
+    """Serve the models of a repository in-process.
+
+    >>> engine = Engine.from_repository()            # the built-in examples
+    >>> future = engine.submit("tiny", {"INPUT0": np.ones((1, 16), np.float32)})
+    >>> future.result(timeout=5)["OUTPUT0"]
+    """
+
+    def __init__(
+        self,
+        repository: Repository,
+        *,
+        model_control: str = "none",
+        startup_models: Iterable[str] | None = None,
+    ) -> None:
+        if model_control not in MODEL_CONTROL_MODES:
+            raise ValueError(f"model_control must be one of {MODEL_CONTROL_MODES}")
+        self.repository = repository
+        self.model_control = model_control
+        self._lock = threading.Lock()
+        # name -> version -> running model; replaced (never mutated) so submit reads it lock-free
+        self._running: dict[str, dict[int, ModelVersion]] = {}
+        self._latest: dict[str, ModelVersion] = {}
+        self._states: dict[str, RepositoryEntry] = {}
+        self._closing = False
+        if model_control == "explicit":
+            names = list(startup_models or [])
+        else:
+            names = repository.model_names()
+        for name in names:
+            self._load(name)
+
+    @classmethod
+    def from_repository(
+        cls,
+        path: str | Path | None = None,
+        *,
+        model_control: str = "none",
+        startup_models: Iterable[str] | None = None,
+    ) -> Engine:
+        """An engine over the repository at ``path``; None: the built-in example models."""
+        if path is None:
+            from conveyor.examples import example_repository
+
+            path = example_repository()
+        return cls(Repository(path), model_control=model_control, startup_models=startup_models)
+
+    # -- inference --------------------------------------------------------------------------
+
+    def submit(
+        self,
+        model: str,
+        inputs: Mapping[str, np.ndarray],
+        *,
+        version: int | str | None = None,
+        outputs: Sequence[str] | None = None,
+        priority: int = 0,
+        timeout: float | None = None,
+        request_id: str | None = None,
+    ) -> InferFuture:
+        """Queue one request and return its future at once; the compute runs elsewhere.
+
+        Raises ModelNotFound, ModelNotReady, InvalidInput, QueueFull or ShuttingDown.
+        """
+        if self._closing:
+            raise ShuttingDown("the engine is shutting down; it takes no new requests")
+        return self._version(model, version).submit(
+            inputs, outputs=outputs, priority=priority, timeout=timeout, request_id=request_id
+        )
+
+    async def infer(self, model: str, inputs: Mapping[str, np.ndarray], **kwargs: Any) -> Outputs:
+        """``submit`` and await the result; no thread waits meanwhile."""
+        return await self.submit(model, inputs, **kwargs)
+
+    def _version(self, model: str, version: int | str | None) -> ModelVersion:
+        if version is None or version == "":
+            running = self._latest.get(model)
+            if running is not None:
+                return running
+            raise self._missing(model)
+        try:
+            number = int(version)
+        except (TypeError, ValueError):
+            raise InvalidInput(f"model version must be an integer, got {version!r}") from None
+        versions = self._running.get(model)
+        if versions is None:
+            raise self._missing(model)
+        found = versions.get(number)
+        if found is None:
+            raise ModelNotFound(
+                f"model {model!r} has no version {number}; loaded versions are "
+                f"{', '.join(map(str, sorted(versions)))}"
+            )
+        return found
+
+    def _missing(self, model: str) -> ConveyorError:
+        state = self._states.get(model)
+        if state is not None:
+            reason = f": {state.reason}" if state.reason else ""
+            return ModelNotReady(f"model {model!r} is not ready ({state.state}){reason}")
+        return ModelNotFound(f"model {model!r} is not in the repository")
+
+    # -- models -----------------------------------------------------------------------------
+
+    def model(self, name: str, version: int | str | None = None) -> ModelInfo:
+        running = self._version(name, version)
+        return ModelInfo(
+            name=running.name,
+            version=running.version,
+            config=running.config,
+            platform=running.platform,
+            ready=not self._closing,
+        )
+
+    def model_names(self) -> list[str]:
+        return sorted(self._latest)
+
+    def model_versions(self, name: str) -> list[int]:
+        return sorted(self._running.get(name, {}))
+
+    def repository_index(self) -> list[RepositoryEntry]:
+        entries = {
+            name: RepositoryEntry(name, "", "UNAVAILABLE", "not loaded")
+            for name in self.repository.model_names()
+        }
+        with self._lock:
+            entries.update(self._states)
+        return [entries[name] for name in sorted(entries)]
+
+    def load_model(self, name: str) -> None:
+        """Load (or reload) a model from the repository; blocks until it is ready."""
+        self._require_model_control()
+        self._load(name)
+        state = self._states.get(name)
+        if state is not None and state.state != "READY":
+            raise ModelNotReady(f"model {name!r} failed to load: {state.reason}")
+
+    def unload_model(self, name: str) -> None:
+        """Stop taking requests for ``name``, finish the ones it holds, then release it."""
+        self._require_model_control()
+        if name not in self._states and name not in self.repository.model_names():
+            raise ModelNotFound(f"model {name!r} is not in the repository")
+        self._stop(name, "unloaded")
+
+    def _require_model_control(self) -> None:
+        if self.model_control != "explicit":
+            raise Unsupported(
+                "model control is disabled; start the server with --model-control explicit "
+                "to load and unload models"
+            )
+
+    def _load(self, name: str) -> None:
+        try:
+            source = self.repository.source(name)
+        except ConveyorError as exc:
+            log.error("model %r not loaded: %s", name, exc.message)
+            with self._lock:
+                self._states[name] = RepositoryEntry(name, "", "UNAVAILABLE", exc.message)
+            return
+        with self._lock:
+            self._states[name] = RepositoryEntry(name, "", "LOADING")
+        loaded: dict[int, ModelVersion] = {}
+        reason = ""
+        for version in source.versions:
+            try:
+                loaded[version] = ModelVersion(source.config, version, source.version_dir(version))
+            except Exception as exc:
+                reason = exc.message if isinstance(exc, ConveyorError) else f"{exc}"
+                log.error("model %r version %d not loaded: %s", name, version, reason)
+        self._stop(name, "reloaded", keep_state=True)
+        with self._lock:
+            if loaded:
+                self._running = {**self._running, name: loaded}
+                self._latest = {**self._latest, name: loaded[max(loaded)]}
+                versions = ",".join(map(str, sorted(loaded)))
+                self._states[name] = RepositoryEntry(name, versions, "READY", reason)
+                log.info("model %r version %s ready", name, versions)
+            else:
+                self._states[name] = RepositoryEntry(name, "", "UNAVAILABLE", reason)
+
+    def _stop(self, name: str, why: str, *, keep_state: bool = False) -> None:
+        with self._lock:
+            versions = self._running.get(name)
+            if versions is None:
+                if not keep_state:
+                    self._states[name] = RepositoryEntry(name, "", "UNAVAILABLE", why)
+                return
+            self._running = {k: v for k, v in self._running.items() if k != name}
+            self._latest = {k: v for k, v in self._latest.items() if k != name}
+            self._states[name] = RepositoryEntry(name, "", "UNLOADING")
+        for running in versions.values():
+            running.close()
+        if not keep_state:
+            with self._lock:
+                self._states[name] = RepositoryEntry(name, "", "UNAVAILABLE", why)
+
+    # -- state ------------------------------------------------------------------------------
+
+    @property
+    def live(self) -> bool:
+        return True
+
+    @property
+    def ready(self) -> bool:
+        """Taking requests, with no model still loading.
+
+        A model that failed to load does not make the engine unready (the others serve);
+        its reason is in ``repository_index()`` and its own readiness is false.
+        """
+        if self._closing:
+            return False
+        with self._lock:
+            return all(entry.state != "LOADING" for entry in self._states.values())
+
+    def statistics(
+        self, name: str | None = None, version: int | str | None = None
+    ) -> list[ModelStatistics]:
+        if name is None:
+            running = [v for versions in self._running.values() for v in versions.values()]
+        elif version is None or version == "":
+            if name not in self._running:
+                raise self._missing(name)
+            running = list(self._running[name].values())
+        else:
+            running = [self._version(name, version)]
+        return [v.statistics() for v in sorted(running, key=lambda v: (v.name, v.version))]
+
+    def close(self, timeout: float | None = None) -> None:
+        """Take no new requests; finish every queued and running one; stop the threads."""
+        self._closing = True
+        with self._lock:
+            running = [v for versions in self._running.values() for v in versions.values()]
+        for version in running:
+            version.queue.close()
+        for version in running:
+            version.close(timeout)
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

@@ -1,0 +1,315 @@
+"""One loaded model version: its checked inputs, queue, instances and statistics."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from conveyor.backends import get_backend
+from conveyor.backends.base import LoadedModel
+from conveyor.engine.batcher import join_inputs, split_outputs, wanted_outputs
+from conveyor.engine.instances import ThreadInstances
+from conveyor.engine.request import Request
+from conveyor.engine.scheduler import BatchPolicy, RequestQueue
+from conveyor.engine.stats import ModelStatistics, StatsRecorder
+from conveyor.errors import ConveyorError, InvalidInput, ModelError, RepositoryError
+from conveyor.futures import InferFuture
+from conveyor.protocol.datatypes import BYTES, numpy_dtype
+from conveyor.repository.config import ModelConfig, TensorSpec
+
+PLATFORMS = {"onnxruntime": "onnxruntime_onnx", "python": "python"}
+
+
+class ModelVersion:
+    """A model version loaded and running: ``submit`` checks a request and queues it."""
+
+    def __init__(self, config: ModelConfig, version: int, version_dir: Path) -> None:
+        backend = get_backend(config.backend)
+        first = backend.load(config, version_dir)
+        loaded: list[LoadedModel] = [first]
+        try:
+            config = backend.complete_config(config, first)
+            if not config.inputs or not config.outputs:
+                raise RepositoryError(f"model {config.name!r}: it has no inputs or no outputs")
+            count = config.instance_count()
+            # A model that is not thread-safe gets one loaded copy per instance.
+            if not first.thread_safe:
+                loaded += [backend.load(config, version_dir) for _ in range(count - 1)]
+        except BaseException:
+            for model in loaded:
+                model.close()
+            raise
+        self.name = config.name
+        self.version = version
+        self.config = config
+        self.platform = PLATFORMS.get(config.backend, config.backend)
+        self.loaded_copies = len(loaded)
+        self._loaded = loaded
+        self._inputs = {spec.name: spec for spec in config.inputs}
+        self._required = frozenset(s.name for s in config.inputs if not s.optional)
+        self._outputs = {spec.name: spec for spec in config.outputs}
+        self._all_outputs = tuple(spec.name for spec in config.outputs)
+        self._batch_dims = 1 if config.batching else 0
+        self.stats = StatsRecorder(config.name, version)
+        self.queue = RequestQueue(
+            config.name, config.max_queue_size, on_expired=self._record_expired
+        )
+        batching = config.dynamic_batching
+        policy = (
+            BatchPolicy(
+                config.max_batch_size,
+                batching.max_queue_delay_us / 1e6,
+                batching.preferred_batch_sizes,
+            )
+            if batching is not None
+            else None
+        )
+        self._policy = policy
+        self._instances = ThreadInstances(
+            f"{config.name}-v{version}",
+            loaded,
+            count,
+            take=lambda: self.queue.take(policy),
+            execute=self._execute,
+        )
+
+    # -- submitting -------------------------------------------------------------------------
+
+    def submit(
+        self,
+        inputs: Mapping[str, np.ndarray],
+        *,
+        outputs: Sequence[str] | None,
+        priority: int,
+        timeout: float | None,
+        request_id: str | None,
+    ) -> InferFuture:
+        arrays, batch_size = self._check_inputs(inputs)
+        wanted = self._check_outputs_requested(outputs)
+        now = self.queue.clock()
+        if timeout is not None and timeout < 0:
+            raise InvalidInput(f"timeout must be >= 0 seconds, got {timeout}")
+        future = InferFuture()
+        future.request_id = request_id
+        batch_key: tuple[object, ...] = ()
+        if self._policy is not None:
+            batch_key = tuple((name, arrays[name].shape[1:]) for name in sorted(arrays))
+        self.queue.put(
+            Request(
+                inputs=arrays,
+                outputs=wanted,
+                priority=priority,
+                deadline=None if timeout is None else now + timeout,
+                future=future,
+                enqueued=now,
+                batch_size=batch_size,
+                batch_key=batch_key,
+            )
+        )
+        return future
+
+    def _check_inputs(self, inputs: Mapping[str, np.ndarray]) -> tuple[dict[str, np.ndarray], int]:
+        missing = self._required.difference(inputs)
+        if missing:
+            raise InvalidInput(
+                f"model {self.name!r}: missing input {sorted(missing)[0]!r}; "
+                f"it expects {', '.join(self._inputs)}"
+            )
+        arrays: dict[str, np.ndarray] = {}
+        batch_size = 1
+        for name, value in inputs.items():
+            spec = self._inputs.get(name)
+            if spec is None:
+                raise InvalidInput(
+                    f"model {self.name!r} has no input {name!r}; its inputs are "
+                    f"{', '.join(self._inputs)}"
+                )
+            array = self._conform(spec, value)
+            if self._batch_dims:
+                if array.ndim == 0:
+                    raise InvalidInput(
+                        f"model {self.name!r}: input {name!r} needs a batch dimension first"
+                    )
+                size = array.shape[0]
+                if not arrays:
+                    batch_size = size
+                elif size != batch_size:
+                    raise InvalidInput(
+                        f"model {self.name!r}: input {name!r} has batch size {size} but "
+                        f"other inputs have {batch_size}; all inputs must agree"
+                    )
+                if not 1 <= size <= self.config.max_batch_size:
+                    raise InvalidInput(
+                        f"model {self.name!r}: input {name!r} has batch size {size}; "
+                        f"expected 1 to {self.config.max_batch_size} (max_batch_size)"
+                    )
+            arrays[name] = array
+        return arrays, batch_size
+
+    def _conform(self, spec: TensorSpec, value: object) -> np.ndarray:
+        array = value if isinstance(value, np.ndarray) else np.asarray(value)
+        if spec.datatype == BYTES:
+            array = _as_bytes_array(array, self.name, spec.name)
+        else:
+            expected = numpy_dtype(spec.datatype)
+            if array.dtype != expected:
+                if isinstance(value, np.ndarray):
+                    raise InvalidInput(
+                        f"model {self.name!r}: input {spec.name!r} has dtype {array.dtype}; "
+                        f"expected {spec.datatype} ({expected})"
+                    )
+                array = array.astype(expected)
+        dims = array.shape[self._batch_dims :]
+        if len(dims) != len(spec.shape) or any(
+            want not in (-1, got) for want, got in zip(spec.shape, dims, strict=True)
+        ):
+            raise InvalidInput(
+                f"model {self.name!r}: input {spec.name!r} has shape {list(array.shape)}; "
+                f"expected {self._shown_shape(spec)}"
+            )
+        return array
+
+    def _shown_shape(self, spec: TensorSpec) -> list[int]:
+        return [-1, *spec.shape] if self._batch_dims else list(spec.shape)
+
+    def _check_outputs_requested(self, outputs: Sequence[str] | None) -> tuple[str, ...]:
+        if outputs is None:
+            return self._all_outputs
+        for name in outputs:
+            if name not in self._outputs:
+                raise InvalidInput(
+                    f"model {self.name!r} has no output {name!r}; its outputs are "
+                    f"{', '.join(self._all_outputs)}"
+                )
+        return tuple(dict.fromkeys(outputs))
+
+    # -- running (on instance threads) ------------------------------------------------------
+
+    def _execute(self, model: LoadedModel, batch: list[Request]) -> None:
+        clock = self.queue.clock
+        started = clock()
+        t0 = time.perf_counter_ns()
+        total = sum(r.batch_size for r in batch)
+        try:
+            inputs = join_inputs(batch)
+            wanted = wanted_outputs(batch)
+            t1 = time.perf_counter_ns()
+            produced = model.run(inputs, wanted)
+            t2 = time.perf_counter_ns()
+            results = split_outputs(self._check_produced(produced, wanted, total), batch)
+        except Exception as exc:
+            error = (
+                exc
+                if isinstance(exc, ConveyorError)
+                else ModelError(f"model {self.name!r} failed: {type(exc).__name__}: {exc}")
+            )
+            for request in batch:
+                request.future.set_exception(error)
+            ended = clock()
+            for request in batch:
+                self.stats.record_failure(_ns(ended - request.enqueued))
+            return
+        for request, result in zip(batch, results, strict=True):
+            request.future.set_result(result)
+        t3 = time.perf_counter_ns()
+        ended = clock()
+        self.stats.record_execution(
+            queue_ns=[_ns(started - r.enqueued) for r in batch],
+            total_ns=[_ns(ended - r.enqueued) for r in batch],
+            batch_size=total,
+            input_ns=t1 - t0,
+            infer_ns=t2 - t1,
+            output_ns=t3 - t2,
+        )
+
+    def _check_produced(
+        self, produced: dict[str, np.ndarray], wanted: tuple[str, ...], total: int
+    ) -> dict[str, np.ndarray]:
+        checked = {}
+        for name in wanted:
+            if name not in produced:
+                raise ModelError(
+                    f"model {self.name!r} did not return output {name!r}; it returned "
+                    f"{sorted(map(str, produced))}"
+                )
+            array = produced[name]
+            if not isinstance(array, np.ndarray):
+                raise ModelError(
+                    f"model {self.name!r} returned {type(array).__name__} for output {name!r}; "
+                    "expected numpy.ndarray"
+                )
+            spec = self._outputs[name]
+            if spec.datatype == BYTES:
+                if array.dtype.kind in "US":
+                    array = _as_bytes_array(array, self.name, name)
+                elif array.dtype != object:
+                    raise ModelError(
+                        f"model {self.name!r} returned dtype {array.dtype} for BYTES output "
+                        f"{name!r}; expected an object array of bytes"
+                    )
+            elif array.dtype != numpy_dtype(spec.datatype):
+                raise ModelError(
+                    f"model {self.name!r} returned dtype {array.dtype} for output {name!r}; "
+                    f"expected {spec.datatype} ({numpy_dtype(spec.datatype)})"
+                )
+            dims = array.shape[self._batch_dims :]
+            if (
+                (self._batch_dims and (array.ndim == 0 or array.shape[0] != total))
+                or len(dims) != len(spec.shape)
+                or any(w not in (-1, g) for w, g in zip(spec.shape, dims, strict=True))
+            ):
+                expected = [total, *spec.shape] if self._batch_dims else list(spec.shape)
+                raise ModelError(
+                    f"model {self.name!r} returned shape {list(array.shape)} for output "
+                    f"{name!r}; expected {expected}"
+                )
+            checked[name] = array
+        return checked
+
+    def _record_expired(self, request: Request) -> None:
+        self.stats.record_failure(_ns(self.queue.clock() - request.enqueued))
+
+    # -- state ------------------------------------------------------------------------------
+
+    def statistics(self) -> ModelStatistics:
+        return self.stats.snapshot(pending=len(self.queue))
+
+    def close(self, timeout: float | None = None) -> bool:
+        """Take no new requests, finish every queued and running one, release the model."""
+        self.queue.close()
+        drained = self._instances.join(timeout)
+        if drained:
+            for model in self._loaded:
+                model.close()
+        return drained
+
+
+def _ns(seconds: float) -> int:
+    return max(0, int(seconds * 1e9))
+
+
+def _as_bytes_array(array: np.ndarray, model: str, name: str) -> np.ndarray:
+    """BYTES tensors are object arrays of bytes; str elements are encoded as UTF-8."""
+    if array.dtype == object:
+        if all(isinstance(v, bytes) for v in array.flat):
+            return array
+    elif array.dtype.kind not in "US":
+        raise InvalidInput(
+            f"model {model!r}: {name!r} is BYTES, but got dtype {array.dtype}; "
+            "expected bytes or str elements"
+        )
+    out = np.empty(array.shape, dtype=object)
+    for index, value in np.ndenumerate(array):
+        if isinstance(value, bytes):
+            out[index] = value
+        elif isinstance(value, str):
+            out[index] = value.encode("utf-8")
+        else:
+            raise InvalidInput(
+                f"model {model!r}: {name!r} is BYTES, but an element is "
+                f"{type(value).__name__}; expected bytes or str"
+            )
+    return out

@@ -1,0 +1,22 @@
+"""One queued inference request, as the scheduler and the instances see it."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from conveyor.futures import InferFuture
+
+
+@dataclasses.dataclass(slots=True, eq=False)
+class Request:
+    inputs: dict[str, np.ndarray]
+    outputs: tuple[str, ...]
+    priority: int
+    deadline: float | None  # on the scheduler's clock; None: no deadline
+    future: InferFuture
+    enqueued: float  # on the scheduler's clock
+    batch_size: int = 1  # items along the batch dimension; 1 for models without one
+    # Requests are batched together only when every input agrees beyond the batch dimension.
+    batch_key: tuple[object, ...] = ()

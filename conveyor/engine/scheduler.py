@@ -1,0 +1,176 @@
+"""A model's bounded priority queue, and how instances take work (or batches) from it.
+
+Higher priority first, FIFO within a priority. A request is marked running (and so can no
+longer be cancelled) only at the moment it is handed to an instance; one that was cancelled
+or whose deadline passed while queued is dropped then and never runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import itertools
+import threading
+import time
+from collections.abc import Callable
+
+from conveyor.engine.request import Request
+from conveyor.errors import DeadlineExceeded, QueueFull, ShuttingDown
+
+Clock = Callable[[], float]
+_Entry = tuple[int, int, Request]  # (-priority, arrival sequence, request)
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchPolicy:
+    max_batch_size: int
+    max_queue_delay_s: float
+    preferred_batch_sizes: tuple[int, ...] = ()
+
+
+class RequestQueue:
+    def __init__(
+        self,
+        model: str,
+        capacity: int,
+        *,
+        on_expired: Callable[[Request], None] = lambda request: None,
+        clock: Clock = time.monotonic,
+    ) -> None:
+        self.model = model
+        self.capacity = capacity
+        self.clock = clock
+        self._on_expired = on_expired
+        self._heap: list[_Entry] = []
+        self._held = 0  # popped by a batch being formed, not yet dispatched
+        self._cond = threading.Condition()
+        self._forming = threading.Lock()  # one instance at a time forms a dynamic batch
+        self._arrivals = itertools.count()
+        self._closed = False
+
+    def __len__(self) -> int:
+        return len(self._heap) + self._held
+
+    def put(self, request: Request) -> None:
+        with self._cond:
+            if self._closed:
+                raise ShuttingDown(
+                    f"model {self.model!r} is shutting down; it takes no new requests"
+                )
+            if len(self._heap) + self._held >= self.capacity:
+                raise QueueFull(
+                    f"model {self.model!r} has {self.capacity} requests queued "
+                    f"(max_queue_size); retry later"
+                )
+            heapq.heappush(self._heap, (-request.priority, next(self._arrivals), request))
+            self._cond.notify()
+
+    def close(self) -> None:
+        """Take nothing new; takers drain what is queued, then get None."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    def take(self, policy: BatchPolicy | None) -> list[Request] | None:
+        """Block until work is ready; return it marked running, or None once closed and empty."""
+        while True:
+            if policy is None:
+                with self._cond:
+                    entry = self._wait_for_entry()
+                    if entry is None:
+                        return None
+                    if self._start(entry[2]):
+                        return [entry[2]]
+            else:
+                with self._forming, self._cond:
+                    entry = self._wait_for_entry()
+                    if entry is None:
+                        return None
+                    batch = self._form_batch(entry, policy)
+                    if batch:
+                        return batch
+
+    def _wait_for_entry(self) -> _Entry | None:
+        while not self._heap:
+            if self._closed:
+                return None
+            self._cond.wait()
+        return heapq.heappop(self._heap)
+
+    def _start(self, request: Request) -> bool:
+        """Mark a request running; False if it was cancelled or its deadline passed."""
+        if not request.future.set_running_or_notify_cancel():
+            return False
+        if request.deadline is not None and self.clock() > request.deadline:
+            request.future.set_exception(
+                DeadlineExceeded(
+                    f"model {self.model!r}: the request's timeout passed while it was queued; "
+                    "it was not run"
+                )
+            )
+            self._on_expired(request)
+            return False
+        return True
+
+    def _form_batch(self, first: _Entry, policy: BatchPolicy) -> list[Request]:
+        held = [first]
+        total = first[2].batch_size
+        self._held += 1
+        key = first[2].batch_key
+        target = policy.max_batch_size
+        if policy.preferred_batch_sizes:
+            target = min(target, policy.preferred_batch_sizes[-1])
+        dispatch_at = first[2].enqueued + policy.max_queue_delay_s
+        skipped: list[_Entry] = []
+        try:
+            while True:
+                while self._heap and total < target:
+                    entry = heapq.heappop(self._heap)
+                    request = entry[2]
+                    if request.future.cancelled():
+                        continue
+                    if request.batch_key != key or total + request.batch_size > target:
+                        skipped.append(entry)
+                        continue
+                    held.append(entry)
+                    self._held += 1
+                    total += request.batch_size
+                for entry in skipped:
+                    heapq.heappush(self._heap, entry)
+                skipped.clear()
+                now = self.clock()
+                if total >= target or now >= dispatch_at or self._closed:
+                    break
+                self._cond.wait(dispatch_at - now)
+            held, released = _fit_preferred(held, total, policy.preferred_batch_sizes)
+            for entry in released:
+                heapq.heappush(self._heap, entry)
+        finally:
+            self._held = 0
+        if released:
+            self._cond.notify()
+        return [entry[2] for entry in held if self._start(entry[2])]
+
+
+def _fit_preferred(
+    held: list[_Entry], total: int, preferred: tuple[int, ...]
+) -> tuple[list[_Entry], list[_Entry]]:
+    """Trim a batch down to the largest preferred size it can fill exactly, if any."""
+    if not preferred or total in preferred:
+        return held, []
+    fitting = [size for size in preferred if size <= total]
+    if not fitting:
+        return held, []
+    goal = fitting[-1]
+    kept: list[_Entry] = []
+    released: list[_Entry] = []
+    count = 0
+    for entry in held:
+        if count + entry[2].batch_size <= goal:
+            kept.append(entry)
+            count += entry[2].batch_size
+        else:
+            released.append(entry)
+    if count != goal:  # sizes don't add up to a preferred size: keep the whole batch
+        return held, []
+    return kept, released
