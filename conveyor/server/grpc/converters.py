@@ -1,0 +1,203 @@
+"""Protobuf messages <-> the engine's arguments and results. No inference logic, no I/O.
+
+Inputs arrive one of two ways, never both in one request:
+
+- raw: ``raw_input_contents[i]`` holds input ``i``'s row-major little-endian bytes (BYTES:
+  4-byte little-endian length + bytes per element). Decoded with ``numpy.frombuffer``: the
+  array is a read-only view of the message's buffer, no copy and no per-element work.
+- typed: ``inputs[i].contents.<type>_contents``, one repeated field per datatype. Accepted
+  for compatibility; it costs a Python object per element.
+
+Outputs always go out raw, because tritonclient's ``as_numpy()`` reads only
+``raw_output_contents``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from conveyor.errors import InvalidInput
+from conveyor.protocol import binary, bytes_codec
+from conveyor.protocol.datatypes import BYTES, DATATYPES, datatype_of, element_count, numpy_dtype
+from conveyor.protocol.parameters import (
+    DEFAULT_OPTIONS,
+    RequestOptions,
+    check_tensor_parameters,
+    request_options,
+)
+from conveyor.server.grpc._generated import grpc_service_pb2 as pb
+
+# The one typed field that carries each datatype (FP16 and BF16 have none: raw only).
+TYPED_FIELD = {
+    "BOOL": "bool_contents",
+    "INT8": "int_contents",
+    "INT16": "int_contents",
+    "INT32": "int_contents",
+    "INT64": "int64_contents",
+    "UINT8": "uint_contents",
+    "UINT16": "uint_contents",
+    "UINT32": "uint_contents",
+    "UINT64": "uint64_contents",
+    "FP32": "fp32_contents",
+    "FP64": "fp64_contents",
+    BYTES: "bytes_contents",
+}
+
+# Fixed-size datatypes on the wire are little-endian whatever the host is.
+_WIRE_DTYPE = {name: numpy_dtype(name).newbyteorder("<") for name in DATATYPES if name != BYTES}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class InferCall:
+    """One ModelInferRequest as the engine's ``submit`` arguments."""
+
+    model: str
+    version: str | None
+    inputs: dict[str, np.ndarray]
+    outputs: list[str] | None
+    options: RequestOptions
+    request_id: str
+
+
+def infer_call(request: pb.ModelInferRequest) -> InferCall:
+    """Read and check a request; InvalidInput (or Unsupported) says what was expected."""
+    if not request.model_name:
+        raise InvalidInput("model_name is empty; name the model to run")
+    options = (
+        request_options(parameter_values(request.parameters))
+        if request.parameters
+        else DEFAULT_OPTIONS
+    )
+    outputs = None
+    if request.outputs:
+        outputs = []
+        for output in request.outputs:
+            if output.parameters:
+                check_tensor_parameters(
+                    parameter_values(output.parameters), f"output {output.name!r}"
+                )
+            outputs.append(output.name)
+    return InferCall(
+        model=request.model_name,
+        version=request.model_version or None,
+        inputs=decode_inputs(request),
+        outputs=outputs,
+        options=options,
+        request_id=request.id,
+    )
+
+
+def decode_inputs(request: pb.ModelInferRequest) -> dict[str, np.ndarray]:
+    tensors = request.inputs
+    raw = request.raw_input_contents
+    if raw and len(raw) != len(tensors):
+        raise InvalidInput(
+            f"the request has {len(tensors)} inputs but {len(raw)} raw_input_contents "
+            "buffers; expected one buffer per input, in the order of 'inputs'"
+        )
+    decoded: dict[str, np.ndarray] = {}
+    for index, tensor in enumerate(tensors):
+        name = tensor.name
+        if name in decoded:
+            raise InvalidInput(f"input {name!r} appears more than once in the request")
+        if tensor.parameters:
+            check_tensor_parameters(parameter_values(tensor.parameters), f"input {name!r}")
+        shape = tuple(tensor.shape)
+        if any(dim < 0 for dim in shape):
+            raise InvalidInput(f"input {name!r}: shape {list(shape)} has a negative dimension")
+        if raw:
+            if tensor.HasField("contents"):
+                raise InvalidInput(
+                    f"input {name!r} has typed contents but the request also uses "
+                    "raw_input_contents; send every input one way: all raw or all typed"
+                )
+            # Read the repeated field once: each access copies the bytes out of the message.
+            decoded[name] = raw_tensor(raw[index], tensor.datatype, shape, name, index)
+        else:
+            decoded[name] = typed_tensor(tensor, shape)
+    return decoded
+
+
+def raw_tensor(
+    buffer: bytes, datatype: str, shape: tuple[int, ...], name: str, index: int
+) -> np.ndarray:
+    count = element_count(shape)
+    if datatype == BYTES:
+        try:
+            return bytes_codec.decode(buffer, count).reshape(shape)
+        except InvalidInput as exc:
+            raise InvalidInput(f"input {name!r} (raw_input_contents[{index}]): {exc}") from None
+    dtype = _WIRE_DTYPE.get(datatype)
+    if dtype is None:
+        numpy_dtype(datatype)  # raises InvalidInput listing the known datatypes
+        raise AssertionError(datatype)
+    expected = count * dtype.itemsize
+    if len(buffer) != expected:
+        raise InvalidInput(
+            f"input {name!r}: raw_input_contents[{index}] has {len(buffer)} bytes but shape "
+            f"{list(shape)} of {datatype} ({dtype.itemsize} bytes each) needs {expected}"
+        )
+    array = np.frombuffer(buffer, dtype).reshape(shape)
+    # A Python bytes object's data is 16-byte aligned in CPython, so this copy is the rare
+    # exception; numpy and onnxruntime would otherwise take a slow path or copy anyway.
+    return array if array.flags.aligned else array.copy()
+
+
+def typed_tensor(
+    tensor: pb.ModelInferRequest.InferInputTensor, shape: tuple[int, ...]
+) -> np.ndarray:
+    name, datatype = tensor.name, tensor.datatype
+    dtype = numpy_dtype(datatype)
+    field = TYPED_FIELD.get(datatype)
+    count = element_count(shape)
+    present = [descriptor.name for descriptor, _ in tensor.contents.ListFields()]
+    if field is None:
+        raise InvalidInput(
+            f"input {name!r}: {datatype} has no typed contents field; send it in raw_input_contents"
+        )
+    wrong = [other for other in present if other != field]
+    if wrong:
+        raise InvalidInput(f"input {name!r} is {datatype}: expected {field}, got {wrong[0]}")
+    values = getattr(tensor.contents, field)
+    if len(values) != count:
+        raise InvalidInput(
+            f"input {name!r}: shape {list(shape)} needs {count} elements but {field} has "
+            f"{len(values)}" + ("" if present else " (no contents and no raw_input_contents)")
+        )
+    if datatype == BYTES:
+        array = np.empty(count, dtype=object)
+        array[:] = list(values)
+        return array.reshape(shape)
+    try:
+        return np.array(values, dtype=dtype).reshape(shape)
+    except (OverflowError, ValueError) as exc:
+        raise InvalidInput(
+            f"input {name!r}: {field} holds a value outside {datatype}'s range: {exc}"
+        ) from None
+
+
+def parameter_values(parameters: Mapping[str, pb.InferParameter]) -> dict[str, Any]:
+    """A protobuf parameter map as plain values (None for a parameter with no value)."""
+    values: dict[str, Any] = {}
+    for key, parameter in parameters.items():
+        choice = parameter.WhichOneof("parameter_choice")
+        values[key] = None if choice is None else getattr(parameter, choice)
+    return values
+
+
+def infer_response(
+    model: str, version: str, request_id: str, outputs: Mapping[str, np.ndarray]
+) -> pb.ModelInferResponse:
+    """The engine's outputs as a response, every tensor in raw_output_contents."""
+    response = pb.ModelInferResponse(model_name=model, model_version=version, id=request_id)
+    add_output = response.outputs.add
+    raw = response.raw_output_contents
+    for name, array in outputs.items():
+        datatype = datatype_of(array.dtype)
+        add_output(name=name, datatype=datatype, shape=array.shape)
+        raw.append(bytes(binary.tensor_bytes(array, datatype)))
+    return response

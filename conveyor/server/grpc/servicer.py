@@ -1,0 +1,314 @@
+"""The ``inference.GRPCInferenceService`` methods: parse, call the engine, answer. Nothing else.
+
+Every method runs on the server's asyncio loop and never blocks it: inference is
+``engine.submit`` (returns at once) and ``await future``; loading and unloading models run in
+the loop's executor. Errors are ConveyorErrors up to :func:`status_code`, the one place a
+kind becomes a gRPC status.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
+
+import grpc
+from google.protobuf import json_format
+from google.protobuf.message import Message
+
+from conveyor import __version__
+from conveyor.engine import Engine
+from conveyor.errors import ConveyorError, DeadlineExceeded, ErrorKind, InvalidInput
+from conveyor.futures import InferFuture
+from conveyor.protocol import metadata
+from conveyor.server.grpc import converters
+from conveyor.server.grpc._generated import grpc_service_pb2 as pb
+from conveyor.server.grpc._generated import model_config_pb2
+
+log = logging.getLogger("conveyor.server.grpc")
+
+Context = grpc.aio.ServicerContext
+R = TypeVar("R", bound=Message)
+
+_STATUS = {
+    ErrorKind.INVALID_ARGUMENT: grpc.StatusCode.INVALID_ARGUMENT,
+    ErrorKind.NOT_FOUND: grpc.StatusCode.NOT_FOUND,
+    ErrorKind.UNAVAILABLE: grpc.StatusCode.UNAVAILABLE,
+    ErrorKind.DEADLINE_EXCEEDED: grpc.StatusCode.DEADLINE_EXCEEDED,
+    ErrorKind.CANCELLED: grpc.StatusCode.CANCELLED,
+    ErrorKind.INTERNAL: grpc.StatusCode.INTERNAL,
+    ErrorKind.UNAUTHENTICATED: grpc.StatusCode.UNAUTHENTICATED,
+    ErrorKind.UNIMPLEMENTED: grpc.StatusCode.UNIMPLEMENTED,
+    ErrorKind.FAILED_PRECONDITION: grpc.StatusCode.FAILED_PRECONDITION,
+}
+
+
+def status_code(kind: ErrorKind) -> grpc.StatusCode:
+    """The gRPC status for an error kind (queue full and shutting down are UNAVAILABLE)."""
+    return _STATUS[kind]
+
+
+def _unexpected(exc: Exception, what: str) -> ConveyorError:
+    log.exception("gRPC %s failed unexpectedly", what)
+    error = ConveyorError(f"{what} failed: {type(exc).__name__}: {exc}")
+    return error  # kind INTERNAL
+
+
+class InferenceServicer:
+    """The service's methods over one engine; see :meth:`implementations`."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+
+    def implementations(self) -> dict[str, Callable[..., Any]]:
+        """Method name -> handler, for :func:`conveyor.server.grpc.service.generic_handler`."""
+        names = (
+            "ServerLive", "ServerReady", "ModelReady", "ServerMetadata", "ModelMetadata",
+            "ModelConfig", "ModelStatistics", "ModelInfer", "ModelStreamInfer",
+            "RepositoryIndex", "RepositoryModelLoad", "RepositoryModelUnload",
+        )  # fmt: skip
+        handlers: dict[str, Callable[..., Any]] = {name: getattr(self, name) for name in names}
+        for name in (
+            "SystemSharedMemoryStatus", "SystemSharedMemoryRegister",
+            "SystemSharedMemoryUnregister", "CudaSharedMemoryStatus",
+            "CudaSharedMemoryRegister", "CudaSharedMemoryUnregister",
+        ):  # fmt: skip
+            handlers[name] = self._shared_memory
+        return handlers
+
+    # -- inference ------------------------------------------------------------------------
+
+    async def ModelInfer(self, request: pb.ModelInferRequest, context: Context) -> Any:
+        try:
+            call = converters.infer_call(request)
+            future, version = self._submit(call, context)
+            try:
+                outputs = await future
+            except asyncio.CancelledError:
+                # The client went away (or its deadline passed): drop the request if queued.
+                future.cancel()
+                raise
+            return converters.infer_response(call.model, version, call.request_id, outputs)
+        except ConveyorError as exc:
+            await context.abort(status_code(exc.kind), exc.message)
+        except Exception as exc:
+            error = _unexpected(exc, "ModelInfer")
+            await context.abort(status_code(error.kind), error.message)
+
+    def _submit(self, call: converters.InferCall, context: Context) -> tuple[InferFuture, str]:
+        timeout = call.options.timeout
+        remaining = context.time_remaining()
+        if remaining is not None:
+            # The client's deadline bounds the request too: past it, nobody reads the answer.
+            if remaining <= 0:
+                raise DeadlineExceeded("the request's gRPC deadline passed before it was queued")
+            timeout = remaining if timeout is None else min(timeout, remaining)
+        version = str(self._engine.model(call.model, call.version).version)
+        future = self._engine.submit(
+            call.model,
+            call.inputs,
+            version=call.version,
+            outputs=call.outputs,
+            priority=call.options.priority,
+            timeout=timeout,
+            request_id=call.request_id or None,
+        )
+        return future, version
+
+    async def ModelStreamInfer(
+        self, requests: AsyncIterator[pb.ModelInferRequest], context: Context
+    ) -> AsyncIterator[pb.ModelStreamInferResponse]:
+        """Run every request of the stream at once; answer each the moment it completes.
+
+        A request that fails is answered in-band (``error_message`` plus an
+        ``infer_response`` carrying its id) and the stream goes on.
+        """
+        loop = asyncio.get_running_loop()
+        # Completed requests, in completion order; None marks the end of the request stream.
+        completed: asyncio.Queue[pb.ModelStreamInferResponse | None] = asyncio.Queue()
+        running: set[InferFuture] = set()
+
+        def finished(
+            future: InferFuture, call: converters.InferCall, version: str
+        ) -> None:  # on the loop, in completion order
+            running.discard(future)
+            completed.put_nowait(_stream_response(future, call, version))
+
+        async def read() -> None:
+            async for request in requests:
+                try:
+                    call = converters.infer_call(request)
+                    future, version = self._submit(call, context)
+                except Exception as exc:
+                    error = exc if isinstance(exc, ConveyorError) else _unexpected(exc, "stream")
+                    completed.put_nowait(
+                        _stream_error(
+                            request.model_name, request.model_version, request.id, error.message
+                        )
+                    )
+                    continue
+                running.add(future)
+                future.add_done_callback(
+                    lambda f, c=call, v=version: loop.call_soon_threadsafe(finished, f, c, v)
+                )
+            completed.put_nowait(None)
+
+        reader = asyncio.create_task(read())
+        reading = True
+        try:
+            while reading or running:
+                response = await completed.get()
+                if response is None:
+                    reading = False
+                    reader.result()  # re-raise what ended the request stream, if anything
+                    continue
+                yield response
+        finally:
+            reader.cancel()
+            for future in running:
+                future.cancel()
+
+    # -- health and metadata --------------------------------------------------------------
+
+    async def ServerLive(self, request: pb.ServerLiveRequest, context: Context) -> Any:
+        return pb.ServerLiveResponse(live=self._engine.live)
+
+    async def ServerReady(self, request: pb.ServerReadyRequest, context: Context) -> Any:
+        return pb.ServerReadyResponse(ready=self._engine.ready)
+
+    async def ModelReady(self, request: pb.ModelReadyRequest, context: Context) -> Any:
+        try:
+            ready = self._engine.model(request.name, request.version or None).ready
+        except ConveyorError:
+            ready = False  # unknown or unloaded: not ready, as Triton answers
+        return pb.ModelReadyResponse(ready=ready)
+
+    async def ServerMetadata(self, request: pb.ServerMetadataRequest, context: Context) -> Any:
+        return _parse(metadata.server_metadata(__version__), pb.ServerMetadataResponse)
+
+    async def ModelMetadata(self, request: pb.ModelMetadataRequest, context: Context) -> Any:
+        async def build() -> Any:
+            info = self._model(request.name, request.version)
+            versions = self._engine.model_versions(info.name)
+            data = metadata.model_metadata(info.config, info.platform, versions)
+            return _parse(data, pb.ModelMetadataResponse)
+
+        return await _answer(context, "ModelMetadata", build())
+
+    async def ModelConfig(self, request: pb.ModelConfigRequest, context: Context) -> Any:
+        async def build() -> Any:
+            info = self._model(request.name, request.version)
+            data = metadata.model_config(info.config, info.platform, info.config.instance_count())
+            return pb.ModelConfigResponse(config=_parse(data, model_config_pb2.ModelConfig))
+
+        return await _answer(context, "ModelConfig", build())
+
+    async def ModelStatistics(self, request: pb.ModelStatisticsRequest, context: Context) -> Any:
+        async def build() -> Any:
+            stats = self._engine.statistics(request.name or None, request.version or None)
+            return _parse(metadata.statistics(stats), pb.ModelStatisticsResponse)
+
+        return await _answer(context, "ModelStatistics", build())
+
+    def _model(self, name: str, version: str) -> Any:
+        if not name:
+            raise InvalidInput("the model name is empty; name a model")
+        return self._engine.model(name, version or None)
+
+    # -- model repository ------------------------------------------------------------------
+
+    async def RepositoryIndex(self, request: pb.RepositoryIndexRequest, context: Context) -> Any:
+        async def build() -> Any:
+            entries = [
+                metadata.repository_entry(e.name, e.version, e.state, e.reason)
+                for e in self._engine.repository_index()
+                if not request.ready or e.state == "READY"
+            ]
+            return _parse({"models": entries}, pb.RepositoryIndexResponse)
+
+        return await _answer(context, "RepositoryIndex", build())
+
+    async def RepositoryModelLoad(
+        self, request: pb.RepositoryModelLoadRequest, context: Context
+    ) -> Any:
+        async def load() -> Any:
+            # Loading blocks (it reads files and builds sessions): keep it off the loop.
+            await asyncio.get_running_loop().run_in_executor(
+                None, self._engine.load_model, _required_name(request.model_name)
+            )
+            return pb.RepositoryModelLoadResponse()
+
+        return await _answer(context, "RepositoryModelLoad", load())
+
+    async def RepositoryModelUnload(
+        self, request: pb.RepositoryModelUnloadRequest, context: Context
+    ) -> Any:
+        async def unload() -> Any:
+            await asyncio.get_running_loop().run_in_executor(
+                None, self._engine.unload_model, _required_name(request.model_name)
+            )
+            return pb.RepositoryModelUnloadResponse()
+
+        return await _answer(context, "RepositoryModelUnload", unload())
+
+    async def _shared_memory(self, request: Message, context: Context) -> Any:
+        await context.abort(
+            grpc.StatusCode.UNIMPLEMENTED,
+            "shared memory is not supported by this server yet; send tensors in raw_input_contents",
+        )
+
+
+async def _answer(context: Context, what: str, work: Awaitable[Any]) -> Any:
+    """Await ``work``; turn a ConveyorError (or a bug) into the matching gRPC status."""
+    try:
+        return await work
+    except ConveyorError as exc:
+        await context.abort(status_code(exc.kind), exc.message)
+    except Exception as exc:
+        error = _unexpected(exc, what)
+        await context.abort(status_code(error.kind), error.message)
+
+
+def _parse(data: dict[str, Any], message: type[R]) -> R:
+    """A metadata dict (Triton's JSON form, from conveyor.protocol.metadata) as a message."""
+    # Fields Conveyor's .proto leaves out (e.g. version_policy) are skipped, not errors.
+    return json_format.ParseDict(data, message(), ignore_unknown_fields=True)
+
+
+def _required_name(name: str) -> str:
+    if not name:
+        raise InvalidInput("model_name is empty; name the model to load or unload")
+    return name
+
+
+def _stream_response(
+    future: InferFuture, call: converters.InferCall, version: str
+) -> pb.ModelStreamInferResponse:
+    if future.cancelled():
+        return _stream_error(call.model, version, call.request_id, "the request was cancelled")
+    error = future.exception()
+    if error is None:
+        try:
+            response = converters.infer_response(
+                call.model, version, call.request_id, future.result()
+            )
+            return pb.ModelStreamInferResponse(infer_response=response)
+        except ConveyorError as exc:
+            error = exc
+    message = (
+        error.message if isinstance(error, ConveyorError) else f"{type(error).__name__}: {error}"
+    )
+    return _stream_error(call.model, version, call.request_id, message)
+
+
+def _stream_error(
+    model: str, version: str, request_id: str, message: str
+) -> pb.ModelStreamInferResponse:
+    # The id travels with the error so a client can tell which request of the stream failed.
+    return pb.ModelStreamInferResponse(
+        error_message=message,
+        infer_response=pb.ModelInferResponse(
+            model_name=model, model_version=version, id=request_id
+        ),
+    )
