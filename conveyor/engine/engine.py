@@ -153,6 +153,8 @@ class Engine:
         if state is not None:
             reason = f": {state.reason}" if state.reason else ""
             return ModelNotReady(f"model {model!r} is not ready ({state.state}){reason}")
+        if model in self.repository.model_names():
+            return ModelNotReady(f"model {model!r} is not ready: not loaded")
         return ModelNotFound(f"model {model!r} is not in the repository")
 
     # -- models -----------------------------------------------------------------------------

@@ -27,6 +27,11 @@ class ModelVersion:
     """A model version loaded and running: ``submit`` checks a request and queues it."""
 
     def __init__(self, config: ModelConfig, version: int, version_dir: Path) -> None:
+        if config.instance_kind != "thread":
+            raise RepositoryError(
+                f"model {config.name!r}: instance_kind {config.instance_kind!r} is not "
+                'supported yet; use "thread"'
+            )
         backend = get_backend(config.backend)
         first = backend.load(config, version_dir)
         loaded: list[LoadedModel] = [first]

@@ -1,4 +1,4 @@
-"""A Python model: upper-cases every BYTES element of INPUT0."""
+"""A Python model: upper-cases the ASCII letters of every BYTES element."""
 
 import numpy as np
 

@@ -1,0 +1,83 @@
+"""Builders for throw-away model repositories, shared by every test directory."""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+# A Python model whose latency is its input: INPUT0 (FP32 [1]) seconds of time.sleep, which
+# releases the GIL. OUTPUT0 echoes the input; OUTPUT1 is [start, end] (time.monotonic).
+SLEEP_MODEL = textwrap.dedent(
+    """
+    import time
+    import numpy as np
+
+    class Model:
+        def infer(self, inputs):
+            start = time.monotonic()
+            time.sleep(float(inputs["INPUT0"].ravel()[0]))
+            return {
+                "OUTPUT0": inputs["INPUT0"].copy(),
+                "OUTPUT1": np.array([start, time.monotonic()], dtype=np.float64),
+            }
+    """
+)
+
+SLEEP_CONFIG = """
+backend = "python"
+instances = {instances}
+max_queue_size = {queue}
+
+[[inputs]]
+name = "INPUT0"
+datatype = "FP32"
+shape = [1]
+
+[[outputs]]
+name = "OUTPUT0"
+datatype = "FP32"
+shape = [1]
+
+[[outputs]]
+name = "OUTPUT1"
+datatype = "FP64"
+shape = [2]
+"""
+
+
+class RepoBuilder:
+    """Writes models into ``path`` in Triton's layout."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.mkdir(parents=True, exist_ok=True)
+
+    def onnx(
+        self,
+        name: str,
+        build: Callable[[Path], Path],
+        config: str | None = None,
+        version: int = 1,
+    ) -> Path:
+        build(self.path / name / str(version) / "model.onnx")
+        if config is not None:
+            (self.path / name / "config.toml").write_text(textwrap.dedent(config))
+        return self.path / name
+
+    def python(self, name: str, source: str, config: str, version: int = 1) -> Path:
+        folder = self.path / name / str(version)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "model.py").write_text(textwrap.dedent(source))
+        (self.path / name / "config.toml").write_text(textwrap.dedent(config))
+        return self.path / name
+
+    def sleep_model(self, name: str = "sleep", instances: int = 1, queue: int = 64) -> Path:
+        return self.python(name, SLEEP_MODEL, SLEEP_CONFIG.format(instances=instances, queue=queue))
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> RepoBuilder:
+    return RepoBuilder(tmp_path / "models")

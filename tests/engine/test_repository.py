@@ -1,0 +1,155 @@
+"""The repository layout, config.toml validation, versions, and models that fail to load."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import conveyor
+from conveyor import Engine
+from conveyor.examples import onnx_models
+from conveyor.repository.config import parse_config
+
+
+def test_config_is_read_from_the_onnx_file_when_absent(repo):
+    repo.onnx("tiny", onnx_models.tiny)
+    with Engine.from_repository(repo.path) as engine:
+        info = engine.model("tiny")
+    assert info.config.backend == "onnxruntime"
+    assert info.platform == "onnxruntime_onnx"
+    assert [(s.name, s.datatype, s.shape) for s in info.config.inputs] == [
+        ("INPUT0", "FP32", (-1, 16))
+    ]
+    assert [(s.name, s.datatype, s.shape) for s in info.config.outputs] == [
+        ("OUTPUT0", "FP32", (-1, 16))
+    ]
+
+
+def test_batch_dimension_is_stripped_when_max_batch_size_is_set(repo):
+    repo.onnx("mlp", onnx_models.mlp, "max_batch_size = 16\n")
+    with Engine.from_repository(repo.path) as engine:
+        config = engine.model("mlp").config
+    assert config.inputs[0].shape == (256,)
+    assert config.outputs[0].shape == (16,)
+
+
+def test_latest_version_is_served_by_default_and_versions_select_more(repo):
+    for version in (1, 2, 3):
+        repo.onnx("tiny", onnx_models.tiny, version=version)
+    with Engine.from_repository(repo.path) as engine:
+        assert engine.model("tiny").version == 3
+        assert engine.model_versions("tiny") == [3]
+    (repo.path / "tiny" / "config.toml").write_text("versions = [1, 3]\n")
+    with Engine.from_repository(repo.path) as engine:
+        assert engine.model_versions("tiny") == [1, 3]
+        x = {"INPUT0": np.zeros((1, 16), np.float32)}
+        assert engine.submit("tiny", x, version=1).result(5)["OUTPUT0"][0, 0] == 1.0
+        with pytest.raises(conveyor.ModelNotFound, match="no version 2"):
+            engine.submit("tiny", x, version=2)
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ({"backend": "onnxruntime", "max_batch": 4}, "unknown config key 'max_batch'"),
+        ({"backend": "onnxruntime", "instances": 0}, "instances must be an integer >= 1"),
+        ({"backend": "onnxruntime", "dynamic_batching": {}}, "needs max_batch_size > 0"),
+        (
+            {
+                "backend": "onnxruntime",
+                "max_batch_size": 4,
+                "dynamic_batching": {"preferred_batch_sizes": [8]},
+            },
+            "preferred batch size 8 exceeds max_batch_size 4",
+        ),
+        (
+            {"backend": "python", "inputs": [{"name": "X", "datatype": "FLOAT", "shape": [1]}]},
+            "datatype 'FLOAT' is not one of",
+        ),
+        (
+            {"backend": "python", "inputs": [{"name": "X", "datatype": "FP32", "shape": "1"}]},
+            "shape must be a list of integers",
+        ),
+        ({"backend": "python", "inputs": [{"name": "X", "kind": 1}]}, "unknown key 'kind'"),
+        ({"max_batch_size": 1}, "no backend"),
+    ],
+)
+def test_bad_config_names_model_and_key(raw, message):
+    with pytest.raises(conveyor.RepositoryError, match=message) as info:
+        parse_config("m", raw)
+    assert "model 'm'" in str(info.value)
+
+
+def test_a_bad_model_does_not_stop_the_others(repo):
+    repo.onnx("good", onnx_models.tiny)
+    (repo.path / "typo").mkdir()
+    (repo.path / "typo" / "config.toml").write_text('backend = "onnxruntime"\nmax_batchsize = 2\n')
+    (repo.path / "typo" / "1").mkdir()
+    broken = repo.path / "broken" / "1"
+    broken.mkdir(parents=True)
+    (broken / "model.onnx").write_bytes(b"this is not onnx")
+    repo.python(
+        "raises",
+        "class Model:\n    def load(self, config):\n        raise RuntimeError('no GPU here')\n",
+        '[[inputs]]\nname="X"\ndatatype="FP32"\nshape=[1]\n'
+        '[[outputs]]\nname="Y"\ndatatype="FP32"\nshape=[1]\n',
+    )
+    with Engine.from_repository(repo.path) as engine:
+        index = {entry.name: entry for entry in engine.repository_index()}
+        assert index["good"].state == "READY"
+        assert engine.ready
+        assert "unknown config key 'max_batchsize'" in index["typo"].reason
+        assert "could not load model.onnx" in index["broken"].reason
+        assert "RuntimeError: no GPU here" in index["raises"].reason
+        for name in ("typo", "broken", "raises"):
+            assert index[name].state == "UNAVAILABLE"
+            with pytest.raises(conveyor.ModelNotReady, match=f"model '{name}' is not ready"):
+                engine.submit(name, {})
+        out = engine.submit("good", {"INPUT0": np.zeros((1, 16), np.float32)}).result(5)
+        assert out["OUTPUT0"][0, 0] == 1.0
+
+
+def test_model_names_cannot_leave_the_repository(repo):
+    repo.onnx("tiny", onnx_models.tiny)
+    engine = Engine.from_repository(repo.path, model_control="explicit")
+    with engine:
+        for name in ("../tiny", "..", "/etc", "tiny/../../x"):
+            with pytest.raises(conveyor.ModelNotReady):
+                engine.load_model(name)
+        assert all(entry.state != "READY" for entry in engine.repository_index())
+
+
+def test_explicit_model_control_loads_and_unloads(repo):
+    repo.onnx("tiny", onnx_models.tiny)
+    repo.sleep_model(instances=1)
+    with Engine.from_repository(
+        repo.path, model_control="explicit", startup_models=["sleep"]
+    ) as engine:
+        assert engine.model_names() == ["sleep"]
+        with pytest.raises(conveyor.ModelNotReady, match="not loaded"):
+            engine.submit("tiny", {"INPUT0": np.zeros((1, 16), np.float32)})
+        engine.load_model("tiny")
+        assert engine.model_names() == ["sleep", "tiny"]
+        in_flight = engine.submit("sleep", {"INPUT0": np.array([0.3], np.float32)})
+        engine.unload_model("sleep")  # finishes what it holds first
+        assert in_flight.done() and in_flight.exception() is None
+        with pytest.raises(conveyor.ModelNotReady, match="unloaded"):
+            engine.submit("sleep", {"INPUT0": np.array([0.0], np.float32)})
+        index = {entry.name: entry.state for entry in engine.repository_index()}
+        assert index == {"sleep": "UNAVAILABLE", "tiny": "READY"}
+
+
+def test_model_control_is_off_by_default(repo):
+    repo.onnx("tiny", onnx_models.tiny)
+    with Engine.from_repository(repo.path) as engine:
+        with pytest.raises(conveyor.Unsupported, match="--model-control explicit"):
+            engine.load_model("tiny")
+        with pytest.raises(conveyor.Unsupported):
+            engine.unload_model("tiny")
+
+
+def test_onnx_session_options_are_validated(repo):
+    repo.onnx("tiny", onnx_models.tiny, "[onnxruntime]\nintra_op_thread = 2\n")
+    with Engine.from_repository(repo.path) as engine:
+        (entry,) = engine.repository_index()
+    assert "unknown key 'intra_op_thread' in [onnxruntime]" in entry.reason
