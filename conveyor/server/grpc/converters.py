@@ -116,21 +116,24 @@ def decode_inputs(request: pb.ModelInferRequest) -> dict[str, np.ndarray]:
                     "raw_input_contents; send every input one way: all raw or all typed"
                 )
             # Read the repeated field once: each access copies the bytes out of the message.
-            decoded[name] = raw_tensor(raw[index], tensor.datatype, shape, name, index)
+            where = f"input {name!r} (raw_input_contents[{index}])"
+            decoded[name] = raw_tensor(raw[index], tensor.datatype, shape, where)
         else:
             decoded[name] = typed_tensor(tensor, shape)
     return decoded
 
 
-def raw_tensor(
-    buffer: bytes, datatype: str, shape: tuple[int, ...], name: str, index: int
-) -> np.ndarray:
+def raw_tensor(buffer: bytes, datatype: str, shape: tuple[int, ...], where: str) -> np.ndarray:
+    """One tensor from its raw bytes, as a read-only view of ``buffer`` (no copy).
+
+    ``where`` names the tensor in errors, e.g. "input 'INPUT0' (raw_input_contents[0])".
+    """
     count = element_count(shape)
     if datatype == BYTES:
         try:
             return bytes_codec.decode(buffer, count).reshape(shape)
         except InvalidInput as exc:
-            raise InvalidInput(f"input {name!r} (raw_input_contents[{index}]): {exc}") from None
+            raise InvalidInput(f"{where}: {exc}") from None
     dtype = _WIRE_DTYPE.get(datatype)
     if dtype is None:
         numpy_dtype(datatype)  # raises InvalidInput listing the known datatypes
@@ -138,8 +141,8 @@ def raw_tensor(
     expected = count * dtype.itemsize
     if len(buffer) != expected:
         raise InvalidInput(
-            f"input {name!r}: raw_input_contents[{index}] has {len(buffer)} bytes but shape "
-            f"{list(shape)} of {datatype} ({dtype.itemsize} bytes each) needs {expected}"
+            f"{where} has {len(buffer)} bytes but shape {list(shape)} of {datatype} "
+            f"({dtype.itemsize} bytes each) needs {expected}"
         )
     array = np.frombuffer(buffer, dtype).reshape(shape)
     # A Python bytes object's data is 16-byte aligned in CPython, so this copy is the rare
@@ -147,9 +150,8 @@ def raw_tensor(
     return array if array.flags.aligned else array.copy()
 
 
-def typed_tensor(
-    tensor: pb.ModelInferRequest.InferInputTensor, shape: tuple[int, ...]
-) -> np.ndarray:
+def typed_tensor(tensor: Any, shape: tuple[int, ...], what: str = "input") -> np.ndarray:
+    """One tensor from its typed ``contents`` (an InferInputTensor or InferOutputTensor)."""
     name, datatype = tensor.name, tensor.datatype
     dtype = numpy_dtype(datatype)
     field = TYPED_FIELD.get(datatype)
@@ -157,15 +159,16 @@ def typed_tensor(
     present = [descriptor.name for descriptor, _ in tensor.contents.ListFields()]
     if field is None:
         raise InvalidInput(
-            f"input {name!r}: {datatype} has no typed contents field; send it in raw_input_contents"
+            f"{what} {name!r}: {datatype} has no typed contents field; it travels only in "
+            "raw contents"
         )
     wrong = [other for other in present if other != field]
     if wrong:
-        raise InvalidInput(f"input {name!r} is {datatype}: expected {field}, got {wrong[0]}")
+        raise InvalidInput(f"{what} {name!r} is {datatype}: expected {field}, got {wrong[0]}")
     values = getattr(tensor.contents, field)
     if len(values) != count:
         raise InvalidInput(
-            f"input {name!r}: shape {list(shape)} needs {count} elements but {field} has "
+            f"{what} {name!r}: shape {list(shape)} needs {count} elements but {field} has "
             f"{len(values)}" + ("" if present else " (no contents and no raw_input_contents)")
         )
     if datatype == BYTES:
@@ -176,7 +179,7 @@ def typed_tensor(
         return np.array(values, dtype=dtype).reshape(shape)
     except (OverflowError, ValueError) as exc:
         raise InvalidInput(
-            f"input {name!r}: {field} holds a value outside {datatype}'s range: {exc}"
+            f"{what} {name!r}: {field} holds a value outside {datatype}'s range: {exc}"
         ) from None
 
 
@@ -201,3 +204,60 @@ def infer_response(
         add_output(name=name, datatype=datatype, shape=array.shape)
         raw.append(bytes(binary.tensor_bytes(array, datatype)))
     return response
+
+
+# -- the client's side: numpy -> request, response -> numpy -------------------------------
+
+
+def add_inputs(
+    request: pb.ModelInferRequest, inputs: Mapping[str, Any], *, raw: bool = True
+) -> None:
+    """Put ``inputs`` into ``request``: raw (one buffer each) or in typed contents fields."""
+    add_input = request.inputs.add
+    for name, value in inputs.items():
+        array = value if isinstance(value, np.ndarray) else np.asarray(value)
+        datatype = datatype_of(array.dtype)
+        tensor = add_input(name=name, datatype=datatype, shape=array.shape)
+        if raw:
+            request.raw_input_contents.append(bytes(binary.tensor_bytes(array, datatype)))
+            continue
+        field = TYPED_FIELD.get(datatype)
+        if field is None:
+            raise InvalidInput(
+                f"input {name!r}: {datatype} has no typed contents field; send it raw"
+            )
+        values = array.reshape(-1).tolist()
+        if datatype == BYTES:
+            values = [bytes_codec.as_bytes(v) for v in values]
+        getattr(tensor.contents, field).extend(values)
+
+
+def set_parameter(parameters: Any, key: str, value: bool | int | float | str) -> None:
+    """``parameters[key] = value`` in a protobuf InferParameter map, in the matching kind."""
+    parameter = parameters[key]
+    if isinstance(value, bool):
+        parameter.bool_param = value
+    elif isinstance(value, int):
+        # Unsigned where it fits, as tritonclient sends priority and timeout.
+        if value >= 0:
+            parameter.uint64_param = value
+        else:
+            parameter.int64_param = value
+    elif isinstance(value, float):
+        parameter.double_param = value
+    else:
+        parameter.string_param = value
+
+
+def decode_outputs(response: pb.ModelInferResponse) -> dict[str, np.ndarray]:
+    """A response's outputs as arrays (raw contents; typed contents as a fallback)."""
+    raw = response.raw_output_contents
+    outputs: dict[str, np.ndarray] = {}
+    for index, tensor in enumerate(response.outputs):
+        shape = tuple(tensor.shape)
+        if index < len(raw):
+            where = f"output {tensor.name!r} (raw_output_contents[{index}])"
+            outputs[tensor.name] = raw_tensor(raw[index], tensor.datatype, shape, where)
+        else:
+            outputs[tensor.name] = typed_tensor(tensor, shape, "output")
+    return outputs

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import grpc
 from google.protobuf import json_format
@@ -19,12 +20,22 @@ from google.protobuf.message import Message
 
 from conveyor import __version__
 from conveyor.engine import Engine
-from conveyor.errors import ConveyorError, DeadlineExceeded, ErrorKind, InvalidInput
+from conveyor.errors import (
+    Cancelled,
+    ConveyorError,
+    DeadlineExceeded,
+    ErrorKind,
+    InvalidInput,
+    Unavailable,
+)
 from conveyor.futures import InferFuture
 from conveyor.protocol import metadata
 from conveyor.server.grpc import converters
 from conveyor.server.grpc._generated import grpc_service_pb2 as pb
 from conveyor.server.grpc._generated import model_config_pb2
+
+if TYPE_CHECKING:
+    from conveyor.server.metrics import LatencyHistograms
 
 log = logging.getLogger("conveyor.server.grpc")
 
@@ -49,17 +60,33 @@ def status_code(kind: ErrorKind) -> grpc.StatusCode:
     return _STATUS[kind]
 
 
-def _unexpected(exc: Exception, what: str) -> ConveyorError:
-    log.exception("gRPC %s failed unexpectedly", what)
-    error = ConveyorError(f"{what} failed: {type(exc).__name__}: {exc}")
-    return error  # kind INTERNAL
+def _unexpected(exc: BaseException, what: str) -> ConveyorError:
+    """A bug, not a bad request: logged with its traceback, answered INTERNAL."""
+    log.error("gRPC %s failed unexpectedly", what, exc_info=exc)
+    return ConveyorError(f"{what} failed: {type(exc).__name__}: {exc}")
 
 
 class InferenceServicer:
     """The service's methods over one engine; see :meth:`implementations`."""
 
-    def __init__(self, engine: Engine) -> None:
-        self._engine = engine
+    def __init__(
+        self,
+        engine: Callable[[], Engine | None],
+        *,
+        histograms: LatencyHistograms | None = None,
+    ) -> None:
+        # The server starts its front ends before the models load: until then there is no
+        # engine, and every call but the health checks answers UNAVAILABLE.
+        self._get_engine = engine
+        self._histograms = histograms
+        self._clock = time.perf_counter
+
+    @property
+    def _engine(self) -> Engine:
+        engine = self._get_engine()
+        if engine is None:
+            raise Unavailable("the server is starting: models are still loading")
+        return engine
 
     def implementations(self) -> dict[str, Callable[..., Any]]:
         """Method name -> handler, for :func:`conveyor.server.grpc.service.generic_handler`."""
@@ -80,6 +107,7 @@ class InferenceServicer:
     # -- inference ------------------------------------------------------------------------
 
     async def ModelInfer(self, request: pb.ModelInferRequest, context: Context) -> Any:
+        started = self._clock()
         try:
             call = converters.infer_call(request)
             future, version = self._submit(call, context)
@@ -89,7 +117,10 @@ class InferenceServicer:
                 # The client went away (or its deadline passed): drop the request if queued.
                 future.cancel()
                 raise
-            return converters.infer_response(call.model, version, call.request_id, outputs)
+            response = converters.infer_response(call.model, version, call.request_id, outputs)
+            if self._histograms is not None:
+                self._histograms.observe(call.model, version, self._clock() - started, "grpc")
+            return response
         except ConveyorError as exc:
             await context.abort(status_code(exc.kind), exc.message)
         except Exception as exc:
@@ -143,9 +174,7 @@ class InferenceServicer:
                 except Exception as exc:
                     error = exc if isinstance(exc, ConveyorError) else _unexpected(exc, "stream")
                     completed.put_nowait(
-                        _stream_error(
-                            request.model_name, request.model_version, request.id, error.message
-                        )
+                        _stream_error(request.model_name, request.model_version, request.id, error)
                     )
                     continue
                 running.add(future)
@@ -175,13 +204,14 @@ class InferenceServicer:
         return pb.ServerLiveResponse(live=self._engine.live)
 
     async def ServerReady(self, request: pb.ServerReadyRequest, context: Context) -> Any:
-        return pb.ServerReadyResponse(ready=self._engine.ready)
+        engine = self._get_engine()
+        return pb.ServerReadyResponse(ready=engine is not None and engine.ready)
 
     async def ModelReady(self, request: pb.ModelReadyRequest, context: Context) -> Any:
         try:
             ready = self._engine.model(request.name, request.version or None).ready
         except ConveyorError:
-            ready = False  # unknown or unloaded: not ready, as Triton answers
+            ready = False  # starting, unknown or unloaded: not ready, as Triton answers
         return pb.ModelReadyResponse(ready=ready)
 
     async def ServerMetadata(self, request: pb.ServerMetadataRequest, context: Context) -> Any:
@@ -221,9 +251,11 @@ class InferenceServicer:
     async def RepositoryIndex(self, request: pb.RepositoryIndexRequest, context: Context) -> Any:
         async def build() -> Any:
             entries = [
-                metadata.repository_entry(e.name, e.version, e.state, e.reason)
+                # The engine joins a model's versions with commas; V2 lists one entry each.
+                metadata.repository_entry(e.name, version, e.state, e.reason)
                 for e in self._engine.repository_index()
                 if not request.ready or e.state == "READY"
+                for version in (e.version.split(",") if e.version else [""])
             ]
             return _parse({"models": entries}, pb.RepositoryIndexResponse)
 
@@ -286,29 +318,31 @@ def _stream_response(
     future: InferFuture, call: converters.InferCall, version: str
 ) -> pb.ModelStreamInferResponse:
     if future.cancelled():
-        return _stream_error(call.model, version, call.request_id, "the request was cancelled")
-    error = future.exception()
+        error: BaseException | None = Cancelled("the request was cancelled")
+    else:
+        error = future.exception()
     if error is None:
         try:
             response = converters.infer_response(
                 call.model, version, call.request_id, future.result()
             )
             return pb.ModelStreamInferResponse(infer_response=response)
-        except ConveyorError as exc:
+        except Exception as exc:
             error = exc
-    message = (
-        error.message if isinstance(error, ConveyorError) else f"{type(error).__name__}: {error}"
-    )
-    return _stream_error(call.model, version, call.request_id, message)
+    if not isinstance(error, ConveyorError):
+        error = _unexpected(error, "a streamed request")
+    return _stream_error(call.model, version, call.request_id, error)
 
 
 def _stream_error(
-    model: str, version: str, request_id: str, message: str
+    model: str, version: str, request_id: str, error: ConveyorError
 ) -> pb.ModelStreamInferResponse:
-    # The id travels with the error so a client can tell which request of the stream failed.
-    return pb.ModelStreamInferResponse(
-        error_message=message,
-        infer_response=pb.ModelInferResponse(
-            model_name=model, model_version=version, id=request_id
-        ),
-    )
+    """A failed request of a stream, answered in-band; the stream stays open.
+
+    The id travels with the error so a client can tell which request failed, and the
+    status the error would have had as a plain call rides in the ``error_code`` parameter
+    (Triton's clients read only ``error_message``; Conveyor's maps the code to an error).
+    """
+    response = pb.ModelInferResponse(model_name=model, model_version=version, id=request_id)
+    response.parameters["error_code"].string_param = status_code(error.kind).name
+    return pb.ModelStreamInferResponse(error_message=error.message, infer_response=response)
