@@ -175,12 +175,12 @@ def typed_tensor(tensor: Any, shape: tuple[int, ...], what: str = "input") -> np
         array = np.empty(count, dtype=object)
         array[:] = list(values)
         return array.reshape(shape)
-    try:
-        return np.array(values, dtype=dtype).reshape(shape)
-    except (OverflowError, ValueError) as exc:
-        raise InvalidInput(
-            f"{what} {name!r}: {field} holds a value outside {datatype}'s range: {exc}"
-        ) from None
+    wide = np.array(values)  # int_contents and uint_contents are 32-bit for 8/16-bit types
+    array = wide.astype(dtype)
+    if dtype.kind in "iu" and count and not np.array_equal(array, wide):
+        bad = wide[array != wide][0]
+        raise InvalidInput(f"{what} {name!r}: {field} holds {bad}, outside {datatype}'s range")
+    return array.reshape(shape)
 
 
 def parameter_values(parameters: Mapping[str, pb.InferParameter]) -> dict[str, Any]:

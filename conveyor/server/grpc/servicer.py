@@ -156,52 +156,61 @@ class InferenceServicer:
         ``infer_response`` carrying its id) and the stream goes on.
         """
         loop = asyncio.get_running_loop()
-        # Completed requests, in completion order; None marks the end of the request stream.
-        completed: asyncio.Queue[pb.ModelStreamInferResponse | None] = asyncio.Queue()
-        running: set[InferFuture] = set()
+        # Answers, in the order their requests completed; None: the request stream ended.
+        answers: asyncio.Queue[pb.ModelStreamInferResponse | None] = asyncio.Queue()
+        running: set[InferFuture] = set()  # submitted, not yet completed: cancelled on exit
+        unanswered = 0  # requests read whose answer is not yet written
 
-        def finished(
-            future: InferFuture, call: converters.InferCall, version: str
-        ) -> None:  # on the loop, in completion order
-            running.discard(future)
-            completed.put_nowait(_stream_response(future, call, version))
+        def finished(future: InferFuture, call: converters.InferCall, version: str) -> None:
+            running.discard(future)  # on the loop, in completion order
+            answers.put_nowait(_stream_response(future, call, version))
 
         async def read() -> None:
-            async for request in requests:
-                try:
-                    call = converters.infer_call(request)
-                    future, version = self._submit(call, context)
-                except Exception as exc:
-                    error = exc if isinstance(exc, ConveyorError) else _unexpected(exc, "stream")
-                    completed.put_nowait(
-                        _stream_error(request.model_name, request.model_version, request.id, error)
+            nonlocal unanswered
+            try:
+                async for request in requests:
+                    unanswered += 1
+                    try:
+                        call = converters.infer_call(request)
+                        future, version = self._submit(call, context)
+                    except Exception as exc:
+                        error = (
+                            exc if isinstance(exc, ConveyorError) else _unexpected(exc, "stream")
+                        )
+                        answers.put_nowait(
+                            _stream_error(
+                                request.model_name, request.model_version, request.id, error
+                            )
+                        )
+                        continue
+                    running.add(future)
+                    future.add_done_callback(
+                        lambda f, c=call, v=version: loop.call_soon_threadsafe(finished, f, c, v)
                     )
-                    continue
-                running.add(future)
-                future.add_done_callback(
-                    lambda f, c=call, v=version: loop.call_soon_threadsafe(finished, f, c, v)
-                )
-            completed.put_nowait(None)
+            finally:
+                answers.put_nowait(None)
 
         reader = asyncio.create_task(read())
         reading = True
         try:
-            while reading or running:
-                response = await completed.get()
-                if response is None:
+            while reading or unanswered:
+                answer = await answers.get()
+                if answer is None:
                     reading = False
                     reader.result()  # re-raise what ended the request stream, if anything
                     continue
-                yield response
+                unanswered -= 1
+                yield answer
         finally:
             reader.cancel()
             for future in running:
-                future.cancel()
+                future.cancel()  # the client is gone: drop what is still queued
 
     # -- health and metadata --------------------------------------------------------------
 
     async def ServerLive(self, request: pb.ServerLiveRequest, context: Context) -> Any:
-        return pb.ServerLiveResponse(live=self._engine.live)
+        engine = self._get_engine()  # live while the models load, too
+        return pb.ServerLiveResponse(live=engine is None or engine.live)
 
     async def ServerReady(self, request: pb.ServerReadyRequest, context: Context) -> Any:
         engine = self._get_engine()
