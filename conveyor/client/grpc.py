@@ -1,28 +1,31 @@
-"""A V2 gRPC client with the engine's shape: ``submit`` -> InferFuture, ``await infer``.
+"""The V2 gRPC client: the engine's shape (``submit`` -> InferFuture, ``await infer``) over gRPC.
 
->>> client = GRPCClient("grpc://127.0.0.1:8001")
->>> future = client.submit("tiny", {"INPUT0": np.ones((1, 16), np.float32)})
->>> future.result(timeout=5)["OUTPUT0"]
->>> for done in client.stream(InferRequest("tiny", {...}, request_id=str(i)) for i in range(100)):
-...     print(done.request_id, done.result())          # in the order they complete
+>>> client = Client("grpc://127.0.0.1:8001")          # conveyor.client.Client
+>>> client.submit("tiny", {"INPUT0": np.ones((1, 16), np.float32)}).result()["OUTPUT0"]
+>>> requests = (InferRequest("tiny", {"INPUT0": x}, request_id=str(i)) for i, x in enumerate(xs))
+>>> for done in client.stream(requests):              # one stream, answers as they complete
+...     print(done.request_id, done.result())
 
 Tensors travel as raw bytes (``raw_input_contents``) unless ``raw_contents=False``. Works
-with any server of ``inference.GRPCInferenceService`` (Conveyor, Triton).
+with any server of ``inference.GRPCInferenceService`` (Conveyor or Triton).
 
-It uses the .proto's generated messages and method table from ``conveyor.server.grpc``;
-those modules import nothing of the server itself.
+It uses the .proto's generated messages, method table and converters from
+``conveyor.server.grpc``; those three modules import nothing of the server itself.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import itertools
-import threading
+import queue
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import grpc
+import numpy as np
 
+from conveyor.client._base import BaseClient
 from conveyor.errors import (
     Cancelled,
     ConveyorError,
@@ -42,7 +45,7 @@ from conveyor.server.grpc.service import METHODS
 
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 
-# What a gRPC status means as a Conveyor error (the inverse of the server's status_code).
+# The server's status -> the error raised here (the reverse of the server's edge mapping).
 _ERRORS: dict[grpc.StatusCode, type[ConveyorError]] = {
     grpc.StatusCode.INVALID_ARGUMENT: InvalidInput,
     grpc.StatusCode.NOT_FOUND: ModelNotFound,
@@ -52,16 +55,15 @@ _ERRORS: dict[grpc.StatusCode, type[ConveyorError]] = {
     grpc.StatusCode.INTERNAL: ModelError,
     grpc.StatusCode.UNAUTHENTICATED: Unauthenticated,
     grpc.StatusCode.UNIMPLEMENTED: Unsupported,
-    # The message exceeds a size limit, ours or the server's.
+    # A message over a size limit, the client's or the server's.
     grpc.StatusCode.RESOURCE_EXHAUSTED: InvalidInput,
 }
 
 
-def error_from_rpc(error: grpc.RpcError) -> ConveyorError:
-    """The ConveyorError that a failed call's status stands for, with the server's message."""
-    code = error.code() if isinstance(error, grpc.Call) else grpc.StatusCode.UNKNOWN
-    details = (error.details() if isinstance(error, grpc.Call) else None) or str(error)
-    return _ERRORS.get(code, ConveyorError)(f"{details} (gRPC {code.name})")
+def error_from_rpc(error: grpc.aio.AioRpcError) -> ConveyorError:
+    """The ConveyorError a failed call's status stands for, with the server's message."""
+    code = error.code()
+    return _ERRORS.get(code, ConveyorError)(f"{error.details() or code.name} (gRPC {code.name})")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,145 +79,151 @@ class InferRequest:
     request_id: str | None = None
 
 
-class GRPCClient:
-    """A client of one server; thread-safe; close it (or use ``with``) when done."""
+class GRPCClient(BaseClient):
+    """``GRPCClient("grpc://127.0.0.1:8001")``; see :class:`BaseClient` for the shared API."""
 
     def __init__(
         self,
-        url: str = "127.0.0.1:8001",
+        url: str,
         *,
+        call_timeout: float | None = 300.0,
         raw_contents: bool = True,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     ) -> None:
-        self.target = url.removeprefix("grpc://")
+        """``raw_contents``: tensors as raw bytes (False: typed ``contents`` fields, slower).
+
+        ``max_message_bytes``: the largest message sent or received (gRPC's default is 4 MiB).
+        """
+        super().__init__(url, call_timeout=call_timeout)
+        self.target = self.url.removeprefix("grpc://")
         self.raw_contents = raw_contents
-        self._channel = grpc.insecure_channel(
+        self._max_message_bytes = max_message_bytes
+        self._channel: grpc.aio.Channel | None = None
+        self._calls: dict[str, Any] = {}
+        self._stream_ids = itertools.count()
+
+    async def _open(self) -> None:
+        self._channel = grpc.aio.insecure_channel(
             self.target,
             options=[
-                ("grpc.max_send_message_length", max_message_bytes),
-                ("grpc.max_receive_message_length", max_message_bytes),
+                ("grpc.max_send_message_length", self._max_message_bytes),
+                ("grpc.max_receive_message_length", self._max_message_bytes),
             ],
         )
-        self._calls = {
-            name: (
+        for name, method in METHODS.items():
+            kind = (
                 self._channel.stream_stream
                 if method.client_streaming
                 else self._channel.unary_unary
-            )(
+            )
+            self._calls[name] = kind(
                 method.path,
                 request_serializer=method.request.SerializeToString,
                 response_deserializer=method.response.FromString,
             )
-            for name, method in METHODS.items()
-        }
-        self._stream_ids = itertools.count()
 
-    def close(self) -> None:
-        self._channel.close()
-
-    def __enter__(self) -> GRPCClient:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
+    async def _close(self) -> None:
+        if self._channel is not None:
+            await self._channel.close()
 
     # -- inference ------------------------------------------------------------------------
 
-    def submit(
+    async def _infer(
         self,
         model: str,
-        inputs: Mapping[str, Any],
+        inputs: Mapping[str, np.ndarray],
         *,
-        version: int | str | None = None,
-        outputs: Sequence[str] | None = None,
-        priority: int = 0,
-        timeout: float | None = None,
-        request_id: str | None = None,
-    ) -> InferFuture:
-        """Send one request; return its future at once (no thread waits for the answer).
-
-        ``timeout`` (seconds) is both the request's V2 ``timeout`` parameter and the
-        call's gRPC deadline, so a request still queued when it passes never runs.
-        ``future.cancel()`` cancels the call; the server drops the request if it is still
-        queued.
-        """
-        request = self._request(
-            InferRequest(model, inputs, version, outputs, priority, timeout, request_id)
-        )
-        future = InferFuture()
-        future.request_id = request_id
-        call = self._calls["ModelInfer"].future(request, timeout=timeout)
-
-        def on_call_done(call: Any) -> None:  # on a gRPC thread
-            if not future.set_running_or_notify_cancel():
-                return  # cancelled by the caller meanwhile
-            try:
-                response = call.result()
-            except grpc.RpcError as exc:
-                future.set_exception(error_from_rpc(exc))
-                return
-            try:
-                future.set_result(converters.decode_outputs(response))
-            except Exception as exc:
-                future.set_exception(exc)
-
-        def on_future_done(done: InferFuture) -> None:
-            if done.cancelled():
-                call.cancel()
-
-        future.add_done_callback(on_future_done)
-        call.add_done_callback(on_call_done)
-        return future
-
-    async def infer(self, model: str, inputs: Mapping[str, Any], **kwargs: Any) -> Outputs:
-        """``submit`` and await the result; the awaiting coroutine suspends, no thread waits."""
-        return await self.submit(model, inputs, **kwargs)
+        version: str | None,
+        outputs: list[str] | None,
+        priority: int,
+        timeout_us: int | None,
+        request_id: str | None,
+    ) -> Outputs:
+        request = self._request(model, inputs, version, outputs, priority, timeout_us, request_id)
+        # The request's own timeout is also the call's deadline: a server that ignores the
+        # parameter still stops waiting (and drops the queued request) when it passes.
+        response = await self._unary("ModelInfer", request, self._deadline(timeout_us))
+        return converters.decode_outputs(response)
 
     def stream(
         self, requests: Iterable[InferRequest], *, timeout: float | None = None
     ) -> Iterator[InferFuture]:
         """Send ``requests`` on one ModelStreamInfer stream; yield each future as it completes.
 
-        Requests are sent as ``requests`` produces them (it may be a lazy generator) while
-        responses come back, in completion order, not send order. Each yielded future is
-        done: ``result()`` or the request's error; ``request_id`` says which request it
-        was (ids are made up for requests without one). ``timeout`` bounds the whole stream.
+        ``requests`` is read as the stream goes (it may be a lazy generator) while answers
+        come back in completion order, not send order. Each yielded future is done: its
+        ``result()`` or its request's error; ``request_id`` says which request it was (ids
+        are made up for requests without one). ``timeout`` (seconds) bounds the whole
+        stream; stopping the iteration early cancels the stream.
         """
-        pending: dict[str, InferFuture] = {}
-        lock = threading.Lock()
-        problem: list[BaseException] = []
-        stream_number = next(self._stream_ids)
-
-        def messages() -> Iterator[pb.ModelInferRequest]:  # consumed on a gRPC thread
-            try:
-                for index, item in enumerate(requests):
-                    request_id = item.request_id
-                    if request_id is None:
-                        request_id = f"stream-{stream_number}-{index}"
-                    message = self._request(dataclasses.replace(item, request_id=request_id))
-                    future = InferFuture()
-                    future.request_id = request_id
-                    with lock:
-                        if request_id in pending:
-                            raise InvalidInput(
-                                f"request id {request_id!r} is used twice in one stream; "
-                                "responses could not be told apart"
-                            )
-                        pending[request_id] = future
-                    yield message
-            except Exception as exc:  # reported to the caller once the stream ends
-                problem.append(exc)
-
-        responses = self._calls["ModelStreamInfer"](messages(), timeout=timeout)
+        self._ensure_open()
+        completed: queue.SimpleQueue[InferFuture | None] = queue.SimpleQueue()
+        running = asyncio.run_coroutine_threadsafe(
+            self._stream(iter(requests), completed, timeout), self._loop
+        )
         try:
-            for response in responses:
+            while (future := completed.get()) is not None:
+                yield future
+            running.result()  # the stream's own failure, if any
+        finally:
+            if not running.done():
+                running.cancel()
+
+    async def _stream(
+        self,
+        requests: Iterator[InferRequest],
+        completed: queue.SimpleQueue[InferFuture | None],
+        timeout: float | None,
+    ) -> None:
+        call = self._calls["ModelStreamInfer"](timeout=timeout)
+        sent: dict[str, InferFuture] = {}
+        prefix = f"stream-{next(self._stream_ids)}-"
+        end = object()
+
+        async def send() -> None:
+            loop = asyncio.get_running_loop()
+            for index in itertools.count():
+                # The caller's iterable may block (a generator that waits for work): read it
+                # on a worker thread, never on the loop that carries the answers.
+                item = await loop.run_in_executor(None, next, requests, end)
+                if item is end:
+                    break
+                assert isinstance(item, InferRequest)
+                request_id = item.request_id if item.request_id is not None else f"{prefix}{index}"
+                if request_id in sent:
+                    raise InvalidInput(
+                        f"request id {request_id!r} is used twice in one stream; its answers "
+                        "could not be told apart"
+                    )
+                request = self._request(
+                    item.model,
+                    item.inputs,
+                    None if item.version is None else str(item.version),
+                    None if item.outputs is None else list(item.outputs),
+                    wire_priority(item.priority),
+                    wire_timeout(item.timeout),
+                    request_id,
+                )
+                future = InferFuture()
+                future.request_id = request_id
+                sent[request_id] = future
+                await call.write(request)
+            await call.done_writing()
+
+        def stop_if_failed(task: asyncio.Task[None]) -> None:
+            if _failure(task) is not None:
+                call.cancel()  # bad requests end the stream (the error is raised below)
+
+        sender = asyncio.create_task(send())
+        sender.add_done_callback(stop_if_failed)
+        try:
+            while (response := await call.read()) is not grpc.aio.EOF:
                 request_id = response.infer_response.id
-                with lock:
-                    future = pending.pop(request_id, None)
+                future = sent.pop(request_id, None)
                 if future is None:
                     raise ConveyorError(
                         f"the server answered request id {request_id!r}, which this stream "
-                        "did not send (or already got)"
+                        "did not send (or had answered already)"
                     )
                 future.set_running_or_notify_cancel()
                 if response.error_message:
@@ -223,122 +231,121 @@ class GRPCClient:
                 else:
                     try:
                         future.set_result(converters.decode_outputs(response.infer_response))
-                    except Exception as exc:
+                    except ConveyorError as exc:
                         future.set_exception(exc)
-                yield future
-        except grpc.RpcError as exc:
+                completed.put(future)
+            await sender  # re-raises what stopped the requests, if anything
+            if sent:
+                raise Unavailable(
+                    f"the stream ended with {len(sent)} requests unanswered "
+                    f"(e.g. id {next(iter(sent))!r})"
+                )
+        except (grpc.aio.AioRpcError, asyncio.CancelledError) as exc:
+            failure = _failure(sender)
+            if failure is not None:
+                raise failure from None
+            if isinstance(exc, asyncio.CancelledError):
+                raise
             raise error_from_rpc(exc) from None
         finally:
-            responses.cancel()  # no-op when the stream already ended
-        if problem:
-            raise problem[0]
-        if pending:
-            raise Unavailable(
-                f"the stream ended with {len(pending)} requests unanswered "
-                f"(e.g. id {next(iter(pending))!r})"
-            )
+            sender.cancel()
+            call.cancel()
+            completed.put(None)
 
-    def _request(self, item: InferRequest) -> pb.ModelInferRequest:
+    def _request(
+        self,
+        model: str,
+        inputs: Mapping[str, Any],
+        version: str | None,
+        outputs: list[str] | None,
+        priority: int,
+        timeout_us: int | None,
+        request_id: str | None,
+    ) -> pb.ModelInferRequest:
         request = pb.ModelInferRequest(
-            model_name=item.model,
-            model_version="" if item.version is None else str(item.version),
-            id=item.request_id or "",
+            model_name=model, model_version=version or "", id=request_id or ""
         )
-        converters.add_inputs(request, item.inputs, raw=self.raw_contents)
-        if item.outputs is not None:
-            for name in item.outputs:
-                request.outputs.add(name=name)
-        level = wire_priority(item.priority)
-        if level:
-            converters.set_parameter(request.parameters, "priority", level)
-        microseconds = wire_timeout(item.timeout)
-        if microseconds is not None:
-            converters.set_parameter(request.parameters, "timeout", microseconds)
+        converters.add_inputs(request, inputs, raw=self.raw_contents)
+        for name in outputs or ():
+            request.outputs.add(name=name)
+        if priority:
+            converters.set_parameter(request.parameters, "priority", priority)
+        if timeout_us is not None:
+            converters.set_parameter(request.parameters, "timeout", timeout_us)
         return request
 
-    # -- health, metadata, repository ------------------------------------------------------
+    def _deadline(self, timeout_us: int | None) -> float | None:
+        if timeout_us is None:
+            return self.call_timeout
+        seconds = timeout_us / 1_000_000
+        return seconds if self.call_timeout is None else min(seconds, self.call_timeout)
 
-    def _unary(self, name: str, request: Any, timeout: float | None) -> Any:
+    async def _unary(self, name: str, request: Any, timeout: float | None = None) -> Any:
         try:
-            return self._calls[name](request, timeout=timeout)
-        except grpc.RpcError as exc:
+            return await self._calls[name](request, timeout=timeout)
+        except grpc.aio.AioRpcError as exc:
             raise error_from_rpc(exc) from None
 
-    def is_live(self, *, timeout: float | None = 10.0) -> bool:
-        return bool(self._unary("ServerLive", pb.ServerLiveRequest(), timeout).live)
+    # -- information and the model repository --------------------------------------------
 
-    def is_ready(self, *, timeout: float | None = 10.0) -> bool:
-        return bool(self._unary("ServerReady", pb.ServerReadyRequest(), timeout).ready)
+    async def _get(
+        self, what: str, model: str | None = None, version: int | str | None = None
+    ) -> Any:
+        v = "" if version is None else str(version)
+        timeout = self.call_timeout
+        if what == "live":
+            return (await self._unary("ServerLive", pb.ServerLiveRequest(), timeout)).live
+        if what == "ready":
+            return (await self._unary("ServerReady", pb.ServerReadyRequest(), timeout)).ready
+        if what == "model_ready":
+            request = pb.ModelReadyRequest(name=model or "", version=v)
+            return (await self._unary("ModelReady", request, timeout)).ready
+        if what == "server_metadata":
+            return _as_dict(
+                await self._unary("ServerMetadata", pb.ServerMetadataRequest(), timeout)
+            )
+        if what == "model_metadata":
+            request = pb.ModelMetadataRequest(name=model or "", version=v)
+            return _as_dict(await self._unary("ModelMetadata", request, timeout))
+        if what == "model_config":
+            request = pb.ModelConfigRequest(name=model or "", version=v)
+            return _as_dict((await self._unary("ModelConfig", request, timeout)).config)
+        if what == "statistics":
+            request = pb.ModelStatisticsRequest(name=model or "", version=v)
+            return _as_dict(await self._unary("ModelStatistics", request, timeout))
+        raise ValueError(f"unknown information {what!r}")
 
-    def is_model_ready(
-        self, model: str, version: int | str | None = None, *, timeout: float | None = 10.0
-    ) -> bool:
-        request = pb.ModelReadyRequest(name=model, version=_version(version))
-        return bool(self._unary("ModelReady", request, timeout).ready)
-
-    def server_metadata(self, *, timeout: float | None = 10.0) -> dict[str, Any]:
-        return _as_dict(self._unary("ServerMetadata", pb.ServerMetadataRequest(), timeout))
-
-    def model_metadata(
-        self, model: str, version: int | str | None = None, *, timeout: float | None = 10.0
-    ) -> dict[str, Any]:
-        request = pb.ModelMetadataRequest(name=model, version=_version(version))
-        return _as_dict(self._unary("ModelMetadata", request, timeout))
-
-    def model_config(
-        self, model: str, version: int | str | None = None, *, timeout: float | None = 10.0
-    ) -> dict[str, Any]:
-        request = pb.ModelConfigRequest(name=model, version=_version(version))
-        return _as_dict(self._unary("ModelConfig", request, timeout).config)
-
-    def statistics(
-        self,
-        model: str | None = None,
-        version: int | str | None = None,
-        *,
-        timeout: float | None = 10.0,
-    ) -> dict[str, Any]:
-        request = pb.ModelStatisticsRequest(name=model or "", version=_version(version))
-        return _as_dict(self._unary("ModelStatistics", request, timeout))
-
-    def repository_index(
-        self, *, ready: bool = False, timeout: float | None = 10.0
-    ) -> list[dict[str, Any]]:
-        response = self._unary("RepositoryIndex", pb.RepositoryIndexRequest(ready=ready), timeout)
+    def repository_index(self, *, ready: bool = False) -> list[dict[str, Any]]:
+        """Every model of the server's repository: name, version, state, reason."""
+        request = pb.RepositoryIndexRequest(ready=ready)
+        response = self._call(self._unary("RepositoryIndex", request, self.call_timeout))
         return [_as_dict(model) for model in response.models]
 
-    def load_model(self, model: str, *, timeout: float | None = 120.0) -> None:
-        self._unary("RepositoryModelLoad", pb.RepositoryModelLoadRequest(model_name=model), timeout)
+    def load_model(self, model: str) -> None:
+        """Load (or reload) ``model``; the server must run with --model-control explicit."""
+        request = pb.RepositoryModelLoadRequest(model_name=model)
+        self._call(self._unary("RepositoryModelLoad", request, self.call_timeout))
 
-    def unload_model(self, model: str, *, timeout: float | None = 120.0) -> None:
+    def unload_model(self, model: str) -> None:
         request = pb.RepositoryModelUnloadRequest(model_name=model)
-        self._unary("RepositoryModelUnload", request, timeout)
-
-
-def _version(version: int | str | None) -> str:
-    return "" if version is None else str(version)
+        self._call(self._unary("RepositoryModelUnload", request, self.call_timeout))
 
 
 def _as_dict(message: Any) -> dict[str, Any]:
-    """A message as plain Python values: field names as in the .proto, every field present.
+    """A message as plain values: the .proto's field names (as the HTTP JSON), every field.
 
-    (protobuf's JSON mapping would turn 64-bit integers into strings.)
+    (protobuf's own JSON mapping would turn 64-bit integers into strings.)
     """
     result: dict[str, Any] = {}
     for field in message.DESCRIPTOR.fields:
         value = getattr(message, field.name)
-        if field.message_type is not None and field.message_type.GetOptions().map_entry:
-            value_field = field.message_type.fields_by_name["value"]
-            result[field.name] = {
-                key: _as_dict(item) if value_field.message_type is not None else item
-                for key, item in value.items()
-            }
+        entry = field.message_type
+        if entry is not None and entry.GetOptions().map_entry:
+            nested = entry.fields_by_name["value"].message_type is not None
+            result[field.name] = {k: _as_dict(v) if nested else v for k, v in value.items()}
         elif field.is_repeated:
-            result[field.name] = [
-                _as_dict(item) if field.message_type is not None else _plain(field, item)
-                for item in value
-            ]
-        elif field.message_type is not None:
+            result[field.name] = [_as_dict(v) if entry else _plain(field, v) for v in value]
+        elif entry is not None:
             result[field.name] = _as_dict(value)
         else:
             result[field.name] = _plain(field, value)
@@ -346,18 +353,17 @@ def _as_dict(message: Any) -> dict[str, Any]:
 
 
 def _plain(field: Any, value: Any) -> Any:
-    if field.enum_type is not None:
-        return field.enum_type.values_by_number[value].name
-    return value
+    return field.enum_type.values_by_number[value].name if field.enum_type else value
+
+
+def _failure(task: asyncio.Task[None]) -> BaseException | None:
+    if not task.done() or task.cancelled():
+        return None
+    return task.exception()
 
 
 def _stream_error(response: pb.ModelStreamInferResponse) -> ConveyorError:
-    # A stream error has no status of its own; Conveyor's server names it in a parameter.
+    # A stream error has no status of its own; Conveyor's server names one in a parameter.
     code = response.infer_response.parameters.get("error_code")
-    kind = _ERRORS.get(
-        getattr(grpc.StatusCode, code.string_param, grpc.StatusCode.UNKNOWN)
-        if code is not None
-        else grpc.StatusCode.UNKNOWN,
-        ConveyorError,
-    )
-    return kind(response.error_message)
+    status = getattr(grpc.StatusCode, code.string_param, None) if code is not None else None
+    return _ERRORS.get(status, ConveyorError)(response.error_message)  # type: ignore[arg-type]

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from grpc_helpers import RunLog, wait_pending
 
+from conveyor.client import Client
 from conveyor.client.grpc import GRPCClient, InferRequest
 from conveyor.errors import (
     DeadlineExceeded,
@@ -29,7 +30,8 @@ from conveyor.testing import RunningServer
 
 @pytest.fixture(scope="module")
 def client(server: RunningServer) -> Any:
-    with GRPCClient(server.grpc_url) as c:
+    with Client(server.grpc_url) as c:
+        assert isinstance(c, GRPCClient)
         yield c
 
 
@@ -85,11 +87,11 @@ def test_as_completed_yields_in_completion_order(client: GRPCClient) -> None:
 @pytest.mark.parametrize("datatype", DATATYPES)
 def test_every_datatype(client: GRPCClient, datatype: str, raw: bool) -> None:
     data = sample(datatype)
-    typed_client = GRPCClient(client.target, raw_contents=raw)
+    typed_client = GRPCClient(client.url, raw_contents=raw)
     try:
         if not raw and datatype not in TYPED_FIELD:  # FP16, BF16: no typed field exists
             with pytest.raises(InvalidInput, match="raw"):
-                typed_client.submit("echo", {f"IN_{datatype}": data})
+                typed_client.submit("echo", {f"IN_{datatype}": data}).result(10)
             return
         future = typed_client.submit("echo", {f"IN_{datatype}": data}, outputs=[f"OUT_{datatype}"])
         got = future.result(timeout=10)[f"OUT_{datatype}"]
@@ -204,8 +206,8 @@ def test_stream_refuses_duplicate_ids(client: GRPCClient) -> None:
 
 
 def test_health_metadata_and_repository(client: GRPCClient) -> None:
-    assert client.is_live() and client.is_ready()
-    assert client.is_model_ready("tiny") and not client.is_model_ready("no-such-model")
+    assert client.server_live() and client.server_ready()
+    assert client.model_ready("tiny") and not client.model_ready("no-such-model")
     assert client.server_metadata()["name"] == "conveyor"
     metadata = client.model_metadata("tiny")
     assert metadata["inputs"] == [{"name": "INPUT0", "datatype": "FP32", "shape": [-1, 16]}]
