@@ -39,7 +39,7 @@ from conveyor.errors import (
 )
 from conveyor.futures import InferFuture, Outputs
 from conveyor.protocol.parameters import wire_priority, wire_timeout
-from conveyor.server.grpc import converters
+from conveyor.server.grpc import converters, wire
 from conveyor.server.grpc._generated import grpc_service_pb2 as pb
 from conveyor.server.grpc.service import METHODS
 
@@ -116,10 +116,13 @@ class GRPCClient(BaseClient):
                 if method.client_streaming
                 else self._channel.unary_unary
             )
+            serialize, deserialize = method.request.SerializeToString, method.response.FromString
+            if name in ("ModelInfer", "ModelStreamInfer"):
+                serialize = _serialized  # requests are joined with their raw tensors already
+            if name == "ModelInfer":
+                deserialize = _read_infer_response  # tensors stay views of the received bytes
             self._calls[name] = kind(
-                method.path,
-                request_serializer=method.request.SerializeToString,
-                response_deserializer=method.response.FromString,
+                method.path, request_serializer=serialize, response_deserializer=deserialize
             )
 
     async def _close(self) -> None:
@@ -142,8 +145,8 @@ class GRPCClient(BaseClient):
         request = self._request(model, inputs, version, outputs, priority, timeout_us, request_id)
         # The request's own timeout is also the call's deadline: a server that ignores the
         # parameter still stops waiting (and drops the queued request) when it passes.
-        response = await self._unary("ModelInfer", request, self._deadline(timeout_us))
-        return converters.decode_outputs(response)
+        response, raw = await self._unary("ModelInfer", request, self._deadline(timeout_us))
+        return converters.decode_outputs(response, raw)
 
     def stream(
         self, requests: Iterable[InferRequest], *, timeout: float | None = None
@@ -261,18 +264,19 @@ class GRPCClient(BaseClient):
         priority: int,
         timeout_us: int | None,
         request_id: str | None,
-    ) -> pb.ModelInferRequest:
+    ) -> bytes:
+        """The serialized ModelInferRequest (each raw tensor copied once, by the join)."""
         request = pb.ModelInferRequest(
             model_name=model, model_version=version or "", id=request_id or ""
         )
-        converters.add_inputs(request, inputs, raw=self.raw_contents)
+        buffers = converters.add_inputs(request, inputs, raw=self.raw_contents)
         for name in outputs or ():
             request.outputs.add(name=name)
         if priority:
             converters.set_parameter(request.parameters, "priority", priority)
         if timeout_us is not None:
             converters.set_parameter(request.parameters, "timeout", timeout_us)
-        return request
+        return wire.join_raw(request, wire.RAW_INPUT_FIELD, buffers)
 
     def _deadline(self, timeout_us: int | None) -> float | None:
         if timeout_us is None:
@@ -329,6 +333,14 @@ class GRPCClient(BaseClient):
     def unload_model(self, model: str) -> None:
         request = pb.RepositoryModelUnloadRequest(model_name=model)
         self._call(self._unary("RepositoryModelUnload", request, self.call_timeout))
+
+
+def _serialized(request: bytes | Any) -> bytes:
+    return request if isinstance(request, bytes) else request.SerializeToString()
+
+
+def _read_infer_response(data: bytes) -> tuple[pb.ModelInferResponse, Any]:
+    return wire.split_raw(data, pb.ModelInferResponse, wire.RAW_OUTPUT_FIELD)
 
 
 def _as_dict(message: Any) -> dict[str, Any]:

@@ -15,7 +15,7 @@ Outputs always go out raw, because tritonclient's ``as_numpy()`` reads only
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -29,6 +29,7 @@ from conveyor.protocol.parameters import (
     check_tensor_parameters,
     request_options,
 )
+from conveyor.server.grpc import wire
 from conveyor.server.grpc._generated import grpc_service_pb2 as pb
 
 # The one typed field that carries each datatype (FP16 and BF16 have none: raw only).
@@ -63,8 +64,14 @@ class InferCall:
     request_id: str
 
 
-def infer_call(request: pb.ModelInferRequest) -> InferCall:
-    """Read and check a request; InvalidInput (or Unsupported) says what was expected."""
+def infer_call(
+    request: pb.ModelInferRequest, raw: Sequence[bytes | memoryview] | None = None
+) -> InferCall:
+    """Read and check a request; InvalidInput (or Unsupported) says what was expected.
+
+    ``raw``: the request's raw_input_contents when they were split off the message by
+    :func:`conveyor.server.grpc.wire.split_raw` (default: the message's own field).
+    """
     if not request.model_name:
         raise InvalidInput("model_name is empty; name the model to run")
     options = (
@@ -84,16 +91,19 @@ def infer_call(request: pb.ModelInferRequest) -> InferCall:
     return InferCall(
         model=request.model_name,
         version=request.model_version or None,
-        inputs=decode_inputs(request),
+        inputs=decode_inputs(request, raw),
         outputs=outputs,
         options=options,
         request_id=request.id,
     )
 
 
-def decode_inputs(request: pb.ModelInferRequest) -> dict[str, np.ndarray]:
+def decode_inputs(
+    request: pb.ModelInferRequest, raw: Sequence[bytes | memoryview] | None = None
+) -> dict[str, np.ndarray]:
     tensors = request.inputs
-    raw = request.raw_input_contents
+    if raw is None:
+        raw = request.raw_input_contents
     if raw and len(raw) != len(tensors):
         raise InvalidInput(
             f"the request has {len(tensors)} inputs but {len(raw)} raw_input_contents "
@@ -123,7 +133,9 @@ def decode_inputs(request: pb.ModelInferRequest) -> dict[str, np.ndarray]:
     return decoded
 
 
-def raw_tensor(buffer: bytes, datatype: str, shape: tuple[int, ...], where: str) -> np.ndarray:
+def raw_tensor(
+    buffer: bytes | memoryview, datatype: str, shape: tuple[int, ...], where: str
+) -> np.ndarray:
     """One tensor from its raw bytes, as a read-only view of ``buffer`` (no copy).
 
     ``where`` names the tensor in errors, e.g. "input 'INPUT0' (raw_input_contents[0])".
@@ -145,8 +157,9 @@ def raw_tensor(buffer: bytes, datatype: str, shape: tuple[int, ...], where: str)
             f"({dtype.itemsize} bytes each) needs {expected}"
         )
     array = np.frombuffer(buffer, dtype).reshape(shape)
-    # A Python bytes object's data is 16-byte aligned in CPython, so this copy is the rare
-    # exception; numpy and onnxruntime would otherwise take a slow path or copy anyway.
+    # A bytes object's data is 16-byte aligned in CPython, but a tensor split off a big
+    # message starts wherever the message put it: copy it once into aligned memory then,
+    # rather than hand numpy and onnxruntime an unaligned array (slow paths, or a copy anyway).
     return array if array.flags.aligned else array.copy()
 
 
@@ -195,15 +208,32 @@ def parameter_values(parameters: Mapping[str, pb.InferParameter]) -> dict[str, A
 def infer_response(
     model: str, version: str, request_id: str, outputs: Mapping[str, np.ndarray]
 ) -> pb.ModelInferResponse:
-    """The engine's outputs as a response, every tensor in raw_output_contents."""
+    """The engine's outputs as a response message, every tensor in raw_output_contents."""
+    response, buffers = response_parts(model, version, request_id, outputs)
+    response.raw_output_contents.extend(bytes(buffer) for buffer in buffers)
+    return response
+
+
+def infer_response_bytes(
+    model: str, version: str, request_id: str, outputs: Mapping[str, np.ndarray]
+) -> bytes:
+    """:func:`infer_response`, serialized, each tensor copied once (straight from numpy)."""
+    response, buffers = response_parts(model, version, request_id, outputs)
+    return wire.join_raw(response, wire.RAW_OUTPUT_FIELD, buffers)
+
+
+def response_parts(
+    model: str, version: str, request_id: str, outputs: Mapping[str, np.ndarray]
+) -> tuple[pb.ModelInferResponse, list[Any]]:
+    """The response without its raw contents, and each output's wire bytes, in order."""
     response = pb.ModelInferResponse(model_name=model, model_version=version, id=request_id)
     add_output = response.outputs.add
-    raw = response.raw_output_contents
+    buffers = []
     for name, array in outputs.items():
         datatype = datatype_of(array.dtype)
         add_output(name=name, datatype=datatype, shape=array.shape)
-        raw.append(bytes(binary.tensor_bytes(array, datatype)))
-    return response
+        buffers.append(binary.tensor_bytes(array, datatype))
+    return response, buffers
 
 
 # -- the client's side: numpy -> request, response -> numpy -------------------------------
@@ -211,15 +241,21 @@ def infer_response(
 
 def add_inputs(
     request: pb.ModelInferRequest, inputs: Mapping[str, Any], *, raw: bool = True
-) -> None:
-    """Put ``inputs`` into ``request``: raw (one buffer each) or in typed contents fields."""
+) -> list[Any]:
+    """Describe ``inputs`` in ``request``; return their raw wire bytes, in order.
+
+    With ``raw`` False the elements go into typed contents fields instead (and none are
+    returned). Send the raw ones with :func:`wire.join_raw` (or put them in the message's
+    raw_input_contents).
+    """
     add_input = request.inputs.add
+    buffers = []
     for name, value in inputs.items():
         array = value if isinstance(value, np.ndarray) else np.asarray(value)
         datatype = datatype_of(array.dtype)
         tensor = add_input(name=name, datatype=datatype, shape=array.shape)
         if raw:
-            request.raw_input_contents.append(bytes(binary.tensor_bytes(array, datatype)))
+            buffers.append(binary.tensor_bytes(array, datatype))
             continue
         field = TYPED_FIELD.get(datatype)
         if field is None:
@@ -230,6 +266,7 @@ def add_inputs(
         if datatype == BYTES:
             values = [bytes_codec.as_bytes(v) for v in values]
         getattr(tensor.contents, field).extend(values)
+    return buffers
 
 
 def set_parameter(parameters: Any, key: str, value: bool | int | float | str) -> None:
@@ -249,9 +286,12 @@ def set_parameter(parameters: Any, key: str, value: bool | int | float | str) ->
         parameter.string_param = value
 
 
-def decode_outputs(response: pb.ModelInferResponse) -> dict[str, np.ndarray]:
+def decode_outputs(
+    response: pb.ModelInferResponse, raw: Sequence[bytes | memoryview] | None = None
+) -> dict[str, np.ndarray]:
     """A response's outputs as arrays (raw contents; typed contents as a fallback)."""
-    raw = response.raw_output_contents
+    if raw is None:
+        raw = response.raw_output_contents
     outputs: dict[str, np.ndarray] = {}
     for index, tensor in enumerate(response.outputs):
         shape = tuple(tensor.shape)

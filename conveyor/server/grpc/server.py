@@ -51,7 +51,9 @@ async def start_grpc_server(
             ("grpc.so_reuseport", 0),
         ]
     )
-    server.add_generic_rpc_handlers((generic_handler(servicer.implementations()),))
+    server.add_generic_rpc_handlers(
+        (generic_handler(servicer.implementations(), servicer.codecs()),)
+    )
     address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     try:
         bound = server.add_insecure_port(address)

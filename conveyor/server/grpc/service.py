@@ -8,6 +8,7 @@ never disagree with the definition.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 import grpc
@@ -42,19 +43,23 @@ METHODS: dict[str, Method] = {
 }
 
 
-def generic_handler(implementations: dict[str, Any]) -> grpc.GenericRpcHandler:
+def generic_handler(
+    implementations: dict[str, Any],
+    codecs: dict[str, tuple[Callable[[bytes], Any], Callable[[Any], bytes]]] | None = None,
+) -> grpc.GenericRpcHandler:
     """A handler serving ``implementations`` (method name -> coroutine or async generator).
 
-    Methods of the service without an implementation are not registered; gRPC answers them
-    UNIMPLEMENTED.
+    ``codecs`` replaces a method's (request deserializer, response serializer); by default
+    they are the message classes' own. Methods of the service without an implementation are
+    not registered; gRPC answers them UNIMPLEMENTED.
     """
     handlers = {}
     for name, function in implementations.items():
         method = METHODS[name]  # KeyError: not a method of the service
-        kwargs = {
-            "request_deserializer": method.request.FromString,
-            "response_serializer": method.response.SerializeToString,
-        }
+        deserialize, serialize = (codecs or {}).get(
+            name, (method.request.FromString, method.response.SerializeToString)
+        )
+        kwargs = {"request_deserializer": deserialize, "response_serializer": serialize}
         if method.client_streaming and method.server_streaming:
             handlers[name] = grpc.stream_stream_rpc_method_handler(function, **kwargs)
         elif method.client_streaming or method.server_streaming:

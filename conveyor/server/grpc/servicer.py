@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import grpc
@@ -30,7 +30,7 @@ from conveyor.errors import (
 )
 from conveyor.futures import InferFuture
 from conveyor.protocol import metadata
-from conveyor.server.grpc import converters
+from conveyor.server.grpc import converters, wire
 from conveyor.server.grpc._generated import grpc_service_pb2 as pb
 from conveyor.server.grpc._generated import model_config_pb2
 
@@ -106,10 +106,20 @@ class InferenceServicer:
 
     # -- inference ------------------------------------------------------------------------
 
-    async def ModelInfer(self, request: pb.ModelInferRequest, context: Context) -> Any:
+    def codecs(self) -> dict[str, tuple[Callable[[bytes], Any], Callable[[Any], bytes]]]:
+        """How the inference methods read and write messages (see :mod:`.wire`)."""
+        return {
+            "ModelInfer": (_read_infer_request, _write_infer_response),
+            "ModelStreamInfer": (
+                _read_infer_request,
+                pb.ModelStreamInferResponse.SerializeToString,
+            ),
+        }
+
+    async def ModelInfer(self, received: Received, context: Context) -> Any:
         started = self._clock()
         try:
-            call = converters.infer_call(request)
+            call = converters.infer_call(*received)
             future, version = self._submit(call, context)
             try:
                 outputs = await future
@@ -117,7 +127,9 @@ class InferenceServicer:
                 # The client went away (or its deadline passed): drop the request if queued.
                 future.cancel()
                 raise
-            response = converters.infer_response(call.model, version, call.request_id, outputs)
+            response = converters.infer_response_bytes(
+                call.model, version, call.request_id, outputs
+            )
             if self._histograms is not None:
                 self._histograms.observe(call.model, version, self._clock() - started, "grpc")
             return response
@@ -148,7 +160,7 @@ class InferenceServicer:
         return future, version
 
     async def ModelStreamInfer(
-        self, requests: AsyncIterator[pb.ModelInferRequest], context: Context
+        self, requests: AsyncIterator[Received], context: Context
     ) -> AsyncIterator[pb.ModelStreamInferResponse]:
         """Run every request of the stream at once; answer each the moment it completes.
 
@@ -168,10 +180,10 @@ class InferenceServicer:
         async def read() -> None:
             nonlocal unanswered
             try:
-                async for request in requests:
+                async for request, raw in requests:
                     unanswered += 1
                     try:
-                        call = converters.infer_call(request)
+                        call = converters.infer_call(request, raw)
                         future, version = self._submit(call, context)
                     except Exception as exc:
                         error = (
@@ -309,6 +321,20 @@ async def _answer(context: Context, what: str, work: Awaitable[Any]) -> Any:
     except Exception as exc:
         error = _unexpected(exc, what)
         await context.abort(status_code(error.kind), error.message)
+
+
+Received = tuple[pb.ModelInferRequest, Sequence[bytes | memoryview]]
+
+
+def _read_infer_request(data: bytes) -> Received:
+    # The raw tensors stay views into the received bytes (wire.split_raw): no copies.
+    return wire.split_raw(data, pb.ModelInferRequest, wire.RAW_INPUT_FIELD)
+
+
+def _write_infer_response(response: bytes | Message) -> bytes:
+    # ModelInfer answers pre-serialized bytes (converters.infer_response_bytes); an error
+    # path may still hand over a message.
+    return response if isinstance(response, bytes) else response.SerializeToString()
 
 
 def _parse(data: dict[str, Any], message: type[R]) -> R:
