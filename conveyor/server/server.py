@@ -22,6 +22,7 @@ from collections.abc import Callable
 
 from conveyor.engine import Engine
 from conveyor.server.frontend import FrontEnd
+from conveyor.server.grpc.server import GRPCFrontEnd
 from conveyor.server.http.protocol import http_front_end
 from conveyor.server.http.routes import V2Routes
 from conveyor.server.metrics import LatencyHistograms, metrics_front_end
@@ -97,10 +98,15 @@ class Server:
                 self.routes, s.host, s.http_port, max_body_bytes=s.max_body_bytes, impl=s.http_impl
             ),
         ]
-        # The gRPC front end goes here: front_ends.append(GRPCFrontEnd(self.state,
-        # self.histograms, s.host, s.grpc_port)) with a name, async start() and
-        # stop(timeout); it reads self.state.engine (None until loaded), answers health from
-        # self.state.not_ready_reason(), and observes latency with protocol="grpc".
+        front_ends.append(
+            GRPCFrontEnd(
+                lambda: self.state.engine,
+                s.host,
+                s.grpc_port,
+                max_message_bytes=s.grpc_max_message_bytes,
+                histograms=self.histograms,
+            )
+        )
         if s.metrics:
             front_ends.append(
                 metrics_front_end(

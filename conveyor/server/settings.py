@@ -61,6 +61,10 @@ class Settings:
             "largest request body accepted, after decompression (larger: 400, before reading)"
         ),
     )
+    grpc_max_message_bytes: int = dataclasses.field(
+        default=64 * MiB,
+        metadata=_option("largest gRPC message accepted or sent (larger: RESOURCE_EXHAUSTED)"),
+    )
     http_impl: str = dataclasses.field(
         default="httptools",
         metadata=_option(
@@ -83,6 +87,8 @@ class Settings:
                 raise ValueError(f"{name} must be 0..65535, got {port}")
         if self.max_body_bytes < 1:
             raise ValueError("max_body_bytes must be at least 1")
+        if self.grpc_max_message_bytes < 1:
+            raise ValueError("grpc_max_message_bytes must be at least 1")
         if self.drain_timeout < 0:
             raise ValueError("drain_timeout must be >= 0")
         if self.load_model and self.model_control != "explicit":

@@ -109,7 +109,7 @@ def test_priority_from_tritonclient(server: RunningServer, host_port: str, clien
             default = await triton.infer("gate", [infer_input])
             return (await low).as_numpy("OUTPUT1")[0], default.as_numpy("OUTPUT1")[0]
 
-    blockers = [client.submit("gate", seconds(0.5)) for _ in range(2)]
+    blockers = [client.submit("gate", seconds(1.0)) for _ in range(2)]
     low_started, default_started = asyncio.run(asyncio.wait_for(main(), 20))
     assert default_started < low_started  # Triton level 5 runs after the default level
     for blocker in blockers:
