@@ -17,12 +17,12 @@ def server():
 
 
 def _target(server, transport, model="tiny"):
-    if transport == "grpc":
-        return TargetSpec(server.grpc_url, model)
+    if transport.startswith("grpc"):
+        return TargetSpec(server.grpc_url, model, streaming=transport == "grpc-stream")
     return TargetSpec(server.http_url, model, encoding=transport)
 
 
-@pytest.mark.parametrize("transport", ["binary", "json"])
+@pytest.mark.parametrize("transport", ["binary", "json", "grpc", "grpc-stream"])
 def test_closed_loop_with_the_server_split(server, transport):
     report = run_bench(BenchSpec(_target(server, transport, "mlp")),
                        [Point(concurrency=4, **SHORT)], progress=False)
@@ -37,7 +37,7 @@ def test_closed_loop_with_the_server_split(server, transport):
     assert split["avg_batch"] >= 1.0
 
 
-@pytest.mark.parametrize("transport", ["binary"])
+@pytest.mark.parametrize("transport", ["binary", "grpc", "grpc-stream"])
 def test_a_4_mib_tensor_travels(server, transport):
     report = run_bench(BenchSpec(_target(server, transport, "identity"),
                                  shapes={"INPUT0": (1024 * 1024,)}),
@@ -58,10 +58,10 @@ def test_open_loop_over_http(server):
 
 def test_cli_with_two_worker_processes(server, tmp_path, capsys):
     out = tmp_path / "r.json"
-    code = main(["bench", "tiny", "--url", server.http_url, "-c", "4", "-d", "0.4",
+    code = main(["bench", "tiny", "--url", server.grpc_url, "-c", "4", "-d", "0.4",
                  "--warmup", "0.1", "-p", "2", "-q", "--json", str(out)])
     assert code == 0
-    assert "tiny via http-binary" in capsys.readouterr().out
+    assert "tiny via grpc" in capsys.readouterr().out
     assert '"processes": 2' in out.read_text()
 
 
@@ -69,5 +69,6 @@ def test_an_unknown_model_is_a_clear_error(server, capsys):
     with pytest.raises(RequestFailed, match="nope"):
         run_bench(BenchSpec(_target(server, "binary", "nope")), [Point(concurrency=1)],
                   progress=False)
-    assert main(["bench", "nope", "--url", server.http_url, "-q"]) == 1
-    assert "nope" in capsys.readouterr().err
+    for url in (server.http_url, server.grpc_url):
+        assert main(["bench", "nope", "--url", url, "-q"]) == 1
+        assert "nope" in capsys.readouterr().err

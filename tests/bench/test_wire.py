@@ -8,8 +8,15 @@ from conveyor.bench.targets import pbwire
 from conveyor.bench.targets.base import TargetSpec
 from conveyor.bench.targets.grpc import build_request as grpc_request
 from conveyor.bench.targets.http import build_request as http_request
+from conveyor.server.grpc._generated import grpc_service_pb2 as conveyor_pb2
 
-service_pb2 = pytest.importorskip("tritonclient.grpc.service_pb2")
+triton_pb2 = pytest.importorskip("tritonclient.grpc.service_pb2")
+
+
+@pytest.fixture(params=["tritonclient", "conveyor"])
+def service_pb2(request):
+    """The V2 messages as tritonclient and as Conveyor's own server generate them."""
+    return triton_pb2 if request.param == "tritonclient" else conveyor_pb2
 
 INPUTS = {
     "INPUT0": np.arange(6, dtype=np.float32).reshape(2, 3),
@@ -18,7 +25,7 @@ INPUTS = {
 DECLARED = {"INPUT0": "FP32", "NAMES": "BYTES"}
 
 
-def test_grpc_infer_request_parses_as_the_v2_message():
+def test_grpc_infer_request_parses_as_the_v2_message(service_pb2):
     data = grpc_request(TargetSpec("grpc://h:1", "m", version="3"), INPUTS, DECLARED)
     msg = service_pb2.ModelInferRequest.FromString(data)
     assert (msg.model_name, msg.model_version) == ("m", "3")
@@ -28,13 +35,13 @@ def test_grpc_infer_request_parses_as_the_v2_message():
     assert msg.raw_input_contents[1] == b"\x02\0\0\0ab\0\0\0\0\x01\0\0\0\xff"
 
 
-def test_negative_dimensions_round_trip():
+def test_negative_dimensions_round_trip(service_pb2):
     data = pbwire.field_packed_int64(3, [-1, 16])
     tensor = service_pb2.ModelMetadataResponse.TensorMetadata.FromString(data)
     assert list(tensor.shape) == [-1, 16]
 
 
-def test_grpc_responses_are_read_like_the_http_json():
+def test_grpc_responses_are_read_like_the_http_json(service_pb2):
     meta = service_pb2.ModelMetadataResponse(
         name="mlp", versions=["1"], platform="onnxruntime_onnx",
         inputs=[service_pb2.ModelMetadataResponse.TensorMetadata(
@@ -87,3 +94,14 @@ def test_http_json_request_is_plain_v2():
     assert tensors[0] == {"name": "INPUT0", "shape": [2, 3], "datatype": "FP32",
                           "data": [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]}
     assert tensors[1]["data"][:2] == ["ab", ""]
+
+
+def test_stream_answers_give_the_request_id_and_error(service_pb2):
+    from conveyor.bench.targets.grpc_stream import answer_of
+
+    ok = service_pb2.ModelStreamInferResponse(
+        infer_response=service_pb2.ModelInferResponse(model_name="m", id="7"))
+    assert answer_of(ok.SerializeToString()) == ("7", "")
+    failed = service_pb2.ModelStreamInferResponse(
+        error_message="no such input", infer_response=service_pb2.ModelInferResponse(id="8"))
+    assert answer_of(failed.SerializeToString()) == ("8", "no such input")
