@@ -269,7 +269,8 @@ class WorkerSlot(LoadedModel):
         if worker is not None and worker.channel.readable(0):
             # End of file while idle: it died between requests. Replace it before sending.
             self._replace(worker)
-            worker = None
+            with self._lock:
+                worker = self._worker
         if worker is None:
             with self._lock:
                 if self._closing:
