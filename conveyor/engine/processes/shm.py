@@ -91,7 +91,7 @@ def write_tensors(buffer: SharedBuffer, arrays: Mapping[str, np.ndarray]) -> tup
     for name, array in arrays.items():
         blob = encode_bytes(array) if array.dtype.hasobject else None
         nbytes = len(blob) if blob is not None else array.nbytes
-        dtype = None if blob is not None else array.dtype
+        dtype = None if blob is not None else _token(array.dtype)
         plan.append((TensorRef(name, dtype, array.shape, end, nbytes), array, blob))
         end += -(-nbytes // _ALIGN) * _ALIGN
     buffer.reserve(end)
@@ -101,7 +101,7 @@ def write_tensors(buffer: SharedBuffer, arrays: Mapping[str, np.ndarray]) -> tup
         if blob is not None:
             mapping[ref.offset : ref.offset + ref.nbytes] = blob
         elif ref.nbytes:
-            np.ndarray(ref.shape, ref.dtype, buffer=mapping, offset=ref.offset)[...] = array
+            np.ndarray(ref.shape, array.dtype, buffer=mapping, offset=ref.offset)[...] = array
     return tuple(ref for ref, _, _ in plan)
 
 
@@ -119,11 +119,31 @@ def read_tensors(
             finally:
                 view.release()
         elif ref.nbytes == 0:
-            arrays[ref.name] = np.empty(ref.shape, ref.dtype)
+            arrays[ref.name] = np.empty(ref.shape, _dtype(ref.dtype))
         else:
-            array = np.ndarray(ref.shape, ref.dtype, buffer=mapping, offset=ref.offset)
+            array = np.ndarray(ref.shape, _dtype(ref.dtype), buffer=mapping, offset=ref.offset)
             arrays[ref.name] = array.copy() if copy else array
     return arrays
+
+
+_TOKENS: dict[np.dtype, str | np.dtype] = {}
+_DTYPES: dict[str | np.dtype, np.dtype] = {}
+
+
+def _token(dtype: np.dtype) -> str | np.dtype:
+    """What a message carries for ``dtype``: its short string when that names it exactly."""
+    token = _TOKENS.get(dtype)
+    if token is None:
+        token = dtype.str if dtype.isbuiltin and np.dtype(dtype.str) == dtype else dtype
+        _TOKENS[dtype] = token
+    return token
+
+
+def _dtype(token: str | np.dtype | None) -> np.dtype:
+    dtype = _DTYPES.get(token)  # type: ignore[arg-type]
+    if dtype is None:
+        dtype = _DTYPES[token] = np.dtype(token)  # type: ignore[arg-type,index]
+    return dtype
 
 
 def encode_bytes(array: np.ndarray) -> bytes:
