@@ -49,8 +49,9 @@ _STOP_GRACE_S = 5.0  # how long a closing zygote may take before it is SIGKILLed
 class ProcessPool:
     """A model's zygote (which holds the one loaded copy) and the workers forked from it.
 
-    The zygote is started, and the model loaded in it, by :meth:`start`. If the zygote
-    itself dies, its workers die with it and the next :meth:`spawn` starts a new one.
+    Constructing one forks the zygote and waits until the model has loaded in it (or raises
+    RepositoryError with the reason). If the zygote dies later, its workers die with it and
+    the next :meth:`spawn` starts a new zygote, which loads the model again.
     """
 
     def __init__(self, config: ModelConfig, version_dir: Path) -> None:
@@ -84,10 +85,6 @@ class ProcessPool:
         self.config = reply.config
         self.generation += 1
         return pid, channel
-
-    @property
-    def pid(self) -> int:
-        return self._pid
 
     def spawn(self) -> Worker:
         """Fork a new worker from the zygote (restarting the zygote if it has died)."""
@@ -128,9 +125,10 @@ class ProcessPool:
     def reap(self, worker: Worker) -> str:
         """Kill ``worker`` if it still runs, collect it, and say how it ended."""
         with self._lock:
-            if worker.generation != self.generation:
+            if worker.generation != self.generation or not self._zygote_running():
                 return "was stopped when its zygote process died"
-            # Safe from pid reuse: only the zygote collects its workers, and only when asked.
+            # No pid reuse: the worker is the live zygote's child, and the zygote collects
+            # its workers only when asked (below).
             with contextlib.suppress(ProcessLookupError):
                 os.kill(worker.pid, signal.SIGKILL)
             try:
@@ -142,6 +140,12 @@ class ProcessPool:
             if isinstance(reply, Reaped) and reply.id == request.id:
                 return reply.reason
             return "ended (the zygote's answer was out of step)"
+
+    def _zygote_running(self) -> bool:
+        try:
+            return os.waitpid(self._pid, os.WNOHANG) == (0, 0)
+        except ChildProcessError:
+            return False
 
     def close(self) -> None:
         """Stop the zygote; it SIGKILLs and collects any worker still running first."""
@@ -201,11 +205,6 @@ class WorkerSlot(LoadedModel):
         self._closing = False
         self._lock = threading.Lock()  # guards _worker between run() and close()
         self._worker: Worker | None = pool.spawn()
-
-    @property
-    def pid(self) -> int | None:
-        worker = self._worker
-        return None if worker is None else worker.pid
 
     def run(self, inputs: dict[str, np.ndarray], outputs: Sequence[str]) -> dict[str, np.ndarray]:
         refs = write_tensors(self._inputs, inputs)
@@ -338,9 +337,6 @@ class ProcessInstances:
             self._release()
             raise
         self._threads = ThreadInstances(name, self.slots, count, take, execute)
-
-    def worker_pids(self) -> list[int]:
-        return [pid for slot in self.slots if (pid := slot.pid) is not None]
 
     def join(self, timeout: float | None = None) -> bool:
         """Finish the requests taken (within ``timeout``), then stop every process."""

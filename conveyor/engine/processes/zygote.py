@@ -98,6 +98,7 @@ def _become_clean(keep: int) -> None:
             pass
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])  # the forking thread's mask is inherited
 
 
 def _zygote_main(config: ModelConfig, version_dir: Path, channel: Channel) -> int:
