@@ -26,6 +26,7 @@ import pytest
 import conveyor
 from conveyor import Engine
 from conveyor.examples import onnx_models
+from conveyor.protocol.datatypes import numpy_dtype
 from conveyor.repository.config import parse_config
 from tests.conftest import RepoBuilder
 
@@ -86,11 +87,10 @@ def new_shm_segments(before: set[str]) -> set[str]:
         try:
             with open(f"/proc/{pid}/maps") as f:
                 held = f.read()
-            held += " ".join(
-                os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")
-            )
+            fds = os.listdir(f"/proc/{pid}/fd")
         except OSError:
-            continue
+            continue  # it has exited
+        held += " ".join(_link(f"/proc/{pid}/fd/{fd}") for fd in fds)
         new = {name for name in new if f"/dev/shm/{name}" not in held}
     return new
 
@@ -113,24 +113,25 @@ def leaves_nothing_behind() -> Iterator[None]:
 
 
 def memfds() -> set[str]:
-    return {link for fd in os.listdir("/proc/self/fd") if "memfd:" in (link := _link(fd))}
+    fds = os.listdir("/proc/self/fd")
+    return {link for fd in fds if "memfd:" in (link := _link(f"/proc/self/fd/{fd}"))}
 
 
-def _link(fd: str) -> str:
+def _link(path: str) -> str:
     try:
-        return os.readlink(f"/proc/self/fd/{fd}")
+        return os.readlink(path)
     except OSError:
         return ""
 
 
-def one_input(datatype: str = "INT32", extra: str = "") -> str:
+def one_input(extra: str = "") -> str:
     return f"""
     backend = "python"
     instance_kind = "process"
     {extra}
     [[inputs]]
     name = "INPUT0"
-    datatype = "{datatype}"
+    datatype = "INT32"
     shape = [1]
     [[outputs]]
     name = "OUTPUT0"
@@ -240,8 +241,6 @@ def sample(datatype: str, n: int) -> np.ndarray:
         return np.arange(n) % 3 == 0
     if datatype == "BF16":
         return np.arange(n).astype(ml_dtypes.bfloat16)
-    from conveyor.protocol.datatypes import numpy_dtype
-
     return (np.arange(n) % 100).astype(numpy_dtype(datatype))
 
 
