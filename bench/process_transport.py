@@ -1,9 +1,10 @@
 """What crossing the process boundary costs: small-tensor latency and 4 MiB throughput.
 
 One python identity model (OUTPUT0 = INPUT0.copy()), one instance, thread vs process.
-Requests are sent one at a time from one client thread, so the difference between the two
-kinds is the cost of the trip to the worker process and back (two copies through shared
-memory, two small pickled messages, two wake-ups).
+Latencies: one request at a time from one client thread, so the difference between the two
+kinds is the cost of the trip to the worker process and back (copies through shared memory,
+two small pickled messages, two wake-ups). "4 clients": four threads submitting back to
+back, so the instance never idles; 1 / throughput is the cost of a request when busy.
 
     PYTHONPATH=. python bench/process_transport.py            # table
     PYTHONPATH=. python bench/process_transport.py --json
@@ -15,6 +16,7 @@ import argparse
 import json
 import tempfile
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -70,15 +72,40 @@ def latencies(engine: Engine, model: str, x: np.ndarray, count: int) -> np.ndarr
     return times
 
 
+def throughput(engine: Engine, model: str, x: np.ndarray, clients: int, seconds: float) -> float:
+    """Requests/s with ``clients`` threads submitting back to back: no idle wake-ups."""
+    inputs = {"INPUT0": x}
+    stop = threading.Event()
+
+    def client() -> None:
+        while not stop.is_set():
+            engine.submit(model, inputs).result(30)
+
+    threads = [threading.Thread(target=client) for _ in range(clients)]
+    before = engine.statistics(model)[0].success.count
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    time.sleep(seconds)
+    stop.set()
+    for thread in threads:
+        thread.join(30)
+    done = engine.statistics(model)[0].success.count - before
+    return done / (time.perf_counter() - started)
+
+
 def measure(kind: str, small: int, large: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp, serve(Path(tmp), kind) as engine:
         tiny = latencies(engine, "fp32", np.ones(16, np.float32), small)
+        busy = throughput(engine, "fp32", np.ones(16, np.float32), 4, 2.0)
         big = latencies(engine, "fp32", np.ones(4 * MIB // 4, np.float32), large)
         text = np.array([b"x" * 100] * 100, dtype=object)  # 100 BYTES elements of 100 bytes
         words = latencies(engine, "text", text, small // 4)
     return {
         "small_p50_us": float(np.median(tiny) * 1e6),
         "small_mean_us": float(tiny.mean() * 1e6),
+        "small_busy_rps": busy,
+        "small_busy_us": 1e6 / busy,
         "large_p50_ms": float(np.median(big) * 1e3),
         "large_mib_s": float(4 / big.mean()),
         "bytes_p50_us": float(np.median(words) * 1e6),
@@ -101,6 +128,8 @@ def main() -> None:
     rows = [
         ("FP32 [16], p50 latency (us)", "small_p50_us"),
         ("FP32 [16], mean latency (us)", "small_mean_us"),
+        ("FP32 [16], 4 clients: req/s", "small_busy_rps"),
+        ("FP32 [16], 4 clients: us/request", "small_busy_us"),
         ("BYTES 100 x 100 B, p50 (us)", "bytes_p50_us"),
         ("FP32 4 MiB, p50 latency (ms)", "large_p50_ms"),
         ("FP32 4 MiB, throughput (MiB/s)", "large_mib_s"),

@@ -161,11 +161,15 @@ def encode_bytes(array: np.ndarray) -> bytes:
 
 def decode_bytes(data: memoryview, shape: tuple[int, ...]) -> np.ndarray:
     count = int(np.prod(shape, dtype=np.int64))
-    out = np.empty(count, dtype=object)
+    raw = bytes(data)  # one copy; slicing bytes then yields each element without another
+    unpack = _LENGTH.unpack_from
+    items = []
     position = 0
-    for index in range(count):
-        (length,) = _LENGTH.unpack_from(data, position)
+    for _ in range(count):
+        (length,) = unpack(raw, position)
         position += _LENGTH.size
-        out[index] = bytes(data[position : position + length])
+        items.append(raw[position : position + length])
         position += length
+    out = np.empty(count, dtype=object)
+    out[:] = items
     return out.reshape(shape)
