@@ -486,6 +486,21 @@ def test_unloading_stops_the_processes(repo: RepoBuilder):
         assert engine.submit("crashy", mode(0)).result(10)["OUTPUT0"][0] > 0
 
 
+def test_the_zygote_and_workers_ignore_sigint_and_sigterm(repo: RepoBuilder):
+    # A Ctrl-C or a service manager signals the whole process group; the engine decides
+    # when its workers stop (after draining), not the signal.
+    repo.python("crashy", CRASHY, one_input(extra="instances = 1"))
+    with Engine.from_repository(repo.path) as engine:
+        zygote, (worker,) = zygote_and_workers()
+        running = engine.submit("crashy", mode(5))
+        time.sleep(0.1)
+        for pid in (zygote, worker):
+            os.kill(pid, signal.SIGINT)
+            os.kill(pid, signal.SIGTERM)
+        assert running.result(10)["OUTPUT0"][0] == worker
+        assert zygote_and_workers() == (zygote, {worker})
+
+
 HOLDER = """
 import sys, time
 import numpy as np, psutil
