@@ -83,7 +83,10 @@ class Engine:
         else:
             names = repository.model_names()
         for name in names:
-            self._load(name)
+            try:
+                self._load(name)
+            except ModelNotFound as exc:
+                log.error("model %r not loaded: %s", name, exc.message)
 
     @classmethod
     def from_repository(
@@ -209,6 +212,12 @@ class Engine:
     def _load(self, name: str) -> None:
         try:
             source = self.repository.source(name)
+        except ModelNotFound:
+            # Nothing to remember about a name the repository does not hold (any more).
+            self._stop(name, "removed from the repository")
+            with self._lock:
+                self._states.pop(name, None)
+            raise
         except ConveyorError as exc:
             log.error("model %r not loaded: %s", name, exc.message)
             with self._lock:

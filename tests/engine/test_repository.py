@@ -114,10 +114,14 @@ def test_model_names_cannot_leave_the_repository(repo):
     repo.onnx("tiny", onnx_models.tiny)
     engine = Engine.from_repository(repo.path, model_control="explicit")
     with engine:
-        for name in ("../tiny", "..", "/etc", "tiny/../../x"):
-            with pytest.raises(conveyor.ModelNotReady):
+        for name in ("../tiny", "..", "/etc", "tiny/../../x", "nope"):
+            with pytest.raises(conveyor.ModelNotFound):
                 engine.load_model(name)
-        assert all(entry.state != "READY" for entry in engine.repository_index())
+            # Nothing is remembered about a name outside the repository.
+            with pytest.raises(conveyor.ModelNotFound):
+                engine.submit(name, {})
+        assert [entry.name for entry in engine.repository_index()] == ["tiny"]
+        assert engine.repository_index()[0].state == "UNAVAILABLE"
 
 
 @both_kinds
