@@ -130,6 +130,7 @@ def summarise(rps: dict[str, list[float]]) -> list[dict[str, float | str | int]]
                 "speedup": float(np.median(ratios)),
                 "speedup_min": float(ratios.min()),
                 "speedup_max": float(ratios.max()),
+                "speedup_rounds": [float(r) for r in ratios],
             }
         )
     return rows

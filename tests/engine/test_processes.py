@@ -640,21 +640,22 @@ def test_process_instances_scale_a_gil_bound_model_where_threads_do_not():
     done = subprocess.run(
         [
             *(sys.executable, str(ROOT / "bench" / "process_scaling.py"), "--json"),
-            *("--rounds", "6", "--window", "0.3", "--model-ms", "8"),
+            *("--rounds", "8", "--window", "0.3", "--model-ms", "8"),
         ],
         capture_output=True,
         text=True,
         timeout=120,
         check=True,
     )
-    results = json.loads(done.stdout)["results"]
-    speedup = {(r["kind"], r["instances"]): r["speedup"] for r in results}
-    process, thread = speedup[("process", 2)], speedup[("thread", 2)]
-    if process < 1.35 and free_cores() < 0.85:
-        pytest.skip(f"the cores became busy during the run (process x2 / x1 = {process:.2f})")
-    # On two idle cores process x2 / x1 is ~1.95 (bench/process_scaling.py, README). The bar
-    # here is lower because other programs share this machine's cores now and then (a third
-    # busy process caps the ratio near 1.5); what it guards is "scales" against the ~1.0 of
-    # threads, which no amount of outside load can raise.
-    assert process >= 1.35, results
+    results = {(r["kind"], r["instances"]): r for r in json.loads(done.stdout)["results"]}
+    process = results[("process", 2)]["speedup_rounds"]  # x2 / x1, round by round
+    thread = results[("thread", 2)]["speedup"]  # the median over rounds
+    # On two idle cores process x2 / x1 is ~2.0 in every round (README). Other programs on
+    # these cores pull a round down towards 1.0 (a busy process takes the core our second
+    # worker needs), and a burst in mid-run is invisible to the probe above, so this asks
+    # only for two rounds that scale. Outside load can hardly lift threads' median above 1.
+    scaled = sum(ratio >= 1.6 for ratio in process)
+    if scaled < 2 and free_cores() < 0.85:
+        pytest.skip(f"the cores became busy during the run (x2 / x1 by round: {process})")
+    assert scaled >= 2, results
     assert thread <= 1.25, results
