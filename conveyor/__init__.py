@@ -3,6 +3,7 @@
 Everything public is importable from here; other modules are internal and may change.
 """
 
+from conveyor.client import Client
 from conveyor.engine import Engine, ModelInfo, ModelStatistics, RepositoryEntry
 from conveyor.errors import (
     Cancelled,
@@ -27,6 +28,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Cancelled",
+    "Client",
     "ConveyorError",
     "DeadlineExceeded",
     "Engine",

@@ -1,4 +1,4 @@
-"""The ``conveyor`` command: ``models`` lists a repository; more subcommands plug in here."""
+"""The ``conveyor`` command: ``serve`` runs the server; ``models`` lists a repository."""
 
 from __future__ import annotations
 
@@ -51,22 +51,45 @@ def _example_input(spec, batching, np):  # type: ignore[no-untyped-def]
     return np.ones(shape, dtype=numpy_dtype(spec.datatype))
 
 
+def _serve(args: argparse.Namespace) -> int:
+    """Serve a repository over HTTP (and metrics) until SIGTERM/SIGINT; exit 0 after draining."""
+    from conveyor.server.server import Server
+    from conveyor.server.settings import from_arguments
+
+    try:
+        settings = from_arguments(args)
+    except ValueError as exc:
+        print(f"conveyor serve: {exc}", file=sys.stderr)
+        return 2
+    return Server(settings).run()
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from conveyor.server.settings import add_arguments
+
     parser = argparse.ArgumentParser(prog="conveyor", description=__doc__)
-    parser.add_argument("--log-level", default="warning", help="debug, info, warning, error")
+    parser.add_argument(
+        "--log-level", help="debug, info, warning, error (default: info for serve, else warning)"
+    )
     commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser(
+        "serve", help="serve a model repository over KServe V2 HTTP/REST, with metrics"
+    )
+    add_arguments(serve)
+    serve.set_defaults(handler=_serve, default_log_level="info")
     models = commands.add_parser("models", help="load a repository and list its models")
     models.add_argument(
         "repository", nargs="?", help="model repository (default: built-in examples)"
     )
     models.add_argument("--run", action="store_true", help="run each model once on example input")
-    models.set_defaults(handler=_models)
+    models.set_defaults(handler=_models, default_log_level="warning")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    level = (args.log_level or args.default_log_level).upper()
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
     return int(args.handler(args))
 
 

@@ -1,0 +1,221 @@
+"""What every remote client shares: a background event loop, futures, unit conversion.
+
+A client has the in-process engine's shape: ``submit()`` returns an
+:class:`~conveyor.futures.InferFuture` at once, ``await client.infer(...)`` suspends only
+the caller's coroutine, and ``as_completed()`` yields futures in completion order. The
+requests run on one event loop in a daemon thread that the client owns, so the same
+client works from plain threads and from any asyncio loop.
+
+A transport (HTTP, gRPC) implements only the coroutines at the bottom: ``_open``,
+``_close``, ``_infer`` and ``_get``. Priority and timeout arrive in the engine's units
+(higher runs first; seconds) and are converted to the wire's once, in ``submit``.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import concurrent.futures
+import threading
+from collections.abc import Coroutine, Mapping, Sequence
+from typing import Any, TypeVar
+
+import numpy as np
+
+from conveyor.futures import InferFuture, Outputs
+from conveyor.protocol.parameters import wire_priority, wire_timeout
+
+T = TypeVar("T")
+
+
+class BaseClient(abc.ABC):
+    """A V2 client over one transport. Use :func:`conveyor.client.Client` to make one."""
+
+    def __init__(self, url: str, *, call_timeout: float | None = 300.0) -> None:
+        """``call_timeout``: seconds the network part of any call may take (None: no limit)."""
+        self.url = url.rstrip("/")
+        self.call_timeout = call_timeout
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name=f"conveyor-client {self.url}", daemon=True
+        )
+        self._thread.start()
+        self._closed = False
+        self._opened: concurrent.futures.Future[None] | None = None
+        self._lock = threading.Lock()
+        self._tasks: set[asyncio.Task[Outputs]] = set()  # requests in flight (loop thread only)
+
+    # -- inference --------------------------------------------------------------------------
+
+    def submit(
+        self,
+        model: str,
+        inputs: Mapping[str, np.ndarray],
+        *,
+        version: int | str | None = None,
+        outputs: Sequence[str] | None = None,
+        priority: int = 0,
+        timeout: float | None = None,
+        request_id: str | None = None,
+    ) -> InferFuture:
+        """Send one request; its future completes when the answer arrives.
+
+        ``priority``: higher runs first, 0 is the default (over V2 only 0 and negative values
+        can be expressed). ``timeout``: seconds the server may keep the request before
+        giving up on it (DeadlineExceeded). ``future.cancel()`` abandons the request.
+        """
+        wire = (wire_priority(priority), wire_timeout(timeout))
+        self._ensure_open()
+        future = InferFuture()
+        future.request_id = request_id
+        call = self._infer(
+            model,
+            inputs,
+            version=None if version is None else str(version),
+            outputs=None if outputs is None else list(outputs),
+            priority=wire[0],
+            timeout_us=wire[1],
+            request_id=request_id,
+        )
+        self._loop.call_soon_threadsafe(self._start, future, call)
+        return future
+
+    async def infer(self, model: str, inputs: Mapping[str, np.ndarray], **kwargs: Any) -> Outputs:
+        """``submit`` and await the result from any event loop; no thread waits meanwhile."""
+        return await self.submit(model, inputs, **kwargs)
+
+    def _start(self, future: InferFuture, call: Coroutine[Any, Any, Outputs]) -> None:
+        # On the client's loop.
+        if future.cancelled():
+            call.close()
+            return
+        task = self._loop.create_task(call)
+        self._tasks.add(task)
+
+        def settle(done: asyncio.Task[Outputs]) -> None:
+            self._tasks.discard(done)
+            if future.done():
+                return
+            try:
+                if done.cancelled():
+                    future.cancel()
+                elif done.exception() is not None:
+                    future.set_exception(done.exception())
+                else:
+                    future.set_result(done.result())
+            except concurrent.futures.InvalidStateError:
+                pass  # cancelled by the caller meanwhile
+
+        def on_caller_cancel(f: concurrent.futures.Future[Outputs]) -> None:
+            if f.cancelled() and not task.done():
+                self._loop.call_soon_threadsafe(task.cancel)
+
+        task.add_done_callback(settle)
+        future.add_done_callback(on_caller_cancel)
+
+    # -- server and model information -------------------------------------------------------
+
+    def server_live(self) -> bool:
+        return bool(self._call(self._get("live")))
+
+    def server_ready(self) -> bool:
+        return bool(self._call(self._get("ready")))
+
+    def model_ready(self, model: str, version: int | str | None = None) -> bool:
+        return bool(self._call(self._get("model_ready", model, version)))
+
+    def server_metadata(self) -> dict[str, Any]:
+        return dict(self._call(self._get("server_metadata")))
+
+    def model_metadata(self, model: str, version: int | str | None = None) -> dict[str, Any]:
+        return dict(self._call(self._get("model_metadata", model, version)))
+
+    def model_config(self, model: str, version: int | str | None = None) -> dict[str, Any]:
+        """The model's configuration in Triton's model-config JSON form."""
+        return dict(self._call(self._get("model_config", model, version)))
+
+    def statistics(
+        self, model: str | None = None, version: int | str | None = None
+    ) -> dict[str, Any]:
+        """Triton statistics-extension JSON: ``{"model_stats": [...]}``."""
+        return dict(self._call(self._get("statistics", model, version)))
+
+    def _call(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        self._ensure_open()
+        future = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
+        return future.result()
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def _ensure_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("this client is closed")
+        with self._lock:
+            if self._opened is None:
+                self._opened = asyncio.run_coroutine_threadsafe(self._open(), self._loop)
+        self._opened.result()
+
+    def close(self) -> None:
+        """Close the connections; futures of requests still in flight are cancelled."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        if self._opened is not None:
+            asyncio.run_coroutine_threadsafe(self._shutdown(), self._loop).result(30)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(30)
+        self._loop.close()
+
+    async def _shutdown(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=5)
+        await self._close()
+
+    def __enter__(self) -> BaseClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> BaseClient:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await asyncio.get_running_loop().run_in_executor(None, self.close)
+
+    # -- what a transport implements (all run on the client's loop) -------------------------
+
+    @abc.abstractmethod
+    async def _open(self) -> None:
+        """Create connections/sessions; called once, on the client's loop."""
+
+    @abc.abstractmethod
+    async def _close(self) -> None:
+        """Release what ``_open`` created."""
+
+    @abc.abstractmethod
+    async def _infer(
+        self,
+        model: str,
+        inputs: Mapping[str, np.ndarray],
+        *,
+        version: str | None,
+        outputs: list[str] | None,
+        priority: int,
+        timeout_us: int | None,
+        request_id: str | None,
+    ) -> Outputs:
+        """One inference; ``priority``/``timeout_us`` are already in wire units (0/None: unset).
+
+        Raise :mod:`conveyor.errors` classes for failures the server reports.
+        """
+
+    @abc.abstractmethod
+    async def _get(
+        self, what: str, model: str | None = None, version: int | str | None = None
+    ) -> Any:
+        """``what`` is one of: live, ready, model_ready (bools); server_metadata,
+        model_metadata, model_config, statistics (JSON-like dicts)."""

@@ -1,0 +1,165 @@
+"""The HTTP/REST transport: V2 over aiohttp, with binary tensors in both directions."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import quote
+
+import aiohttp
+import numpy as np
+
+from conveyor.client._base import BaseClient
+from conveyor.errors import (
+    Cancelled,
+    ConveyorError,
+    DeadlineExceeded,
+    ErrorKind,
+    InvalidInput,
+    ModelError,
+    ModelNotFound,
+    Unauthenticated,
+    Unavailable,
+    Unsupported,
+)
+from conveyor.futures import Outputs
+from conveyor.protocol import infer
+from conveyor.protocol.binary import HEADER_LENGTH_HEADER
+from conveyor.protocol.json_codec import loads
+
+# The error kind our server names in its error body -> the error raised here.
+_BY_KIND: dict[str, type[ConveyorError]] = {
+    ErrorKind.INVALID_ARGUMENT.value: InvalidInput,
+    ErrorKind.FAILED_PRECONDITION.value: InvalidInput,
+    ErrorKind.NOT_FOUND.value: ModelNotFound,
+    ErrorKind.UNAVAILABLE.value: Unavailable,
+    ErrorKind.DEADLINE_EXCEEDED.value: DeadlineExceeded,
+    ErrorKind.CANCELLED.value: Cancelled,
+    ErrorKind.INTERNAL.value: ModelError,
+    ErrorKind.UNAUTHENTICATED.value: Unauthenticated,
+    ErrorKind.UNIMPLEMENTED.value: Unsupported,
+}
+# Other V2 servers send only a message: go by the status.
+_BY_STATUS: dict[int, type[ConveyorError]] = {
+    400: InvalidInput,
+    401: Unauthenticated,
+    404: ModelNotFound,
+    503: Unavailable,
+}
+
+
+class HTTPClient(BaseClient):
+    """``HTTPClient("http://127.0.0.1:8000")``; see :class:`BaseClient` for the API."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        call_timeout: float | None = 300.0,
+        max_connections: int = 64,
+        binary_data: bool = True,
+    ) -> None:
+        """``max_connections``: concurrent requests in flight (more wait for a connection).
+
+        ``binary_data``: send and receive tensors with the binary extension (False: JSON).
+        """
+        super().__init__(url, call_timeout=call_timeout)
+        self._max_connections = max_connections
+        self._binary_data = binary_data
+        self._session: aiohttp.ClientSession | None = None
+
+    async def _open(self) -> None:
+        self._session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=self._max_connections),
+            timeout=aiohttp.ClientTimeout(total=self.call_timeout),
+            # Tensors compress poorly: do not ask the server to spend CPU on it.
+            skip_auto_headers=("Accept-Encoding",),
+        )
+
+    async def _close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+    async def _infer(
+        self,
+        model: str,
+        inputs: Mapping[str, np.ndarray],
+        *,
+        version: str | None,
+        outputs: list[str] | None,
+        priority: int,
+        timeout_us: int | None,
+        request_id: str | None,
+    ) -> Outputs:
+        parameters: dict[str, Any] = {}
+        if priority:
+            parameters["priority"] = priority
+        if timeout_us is not None:
+            parameters["timeout"] = timeout_us
+        body, header_length = infer.encode_request(
+            inputs,
+            outputs=outputs,
+            request_id=request_id,
+            parameters=parameters,
+            binary_data=self._binary_data,
+        )
+        headers = {} if header_length is None else {HEADER_LENGTH_HEADER: str(header_length)}
+        status, data, response_headers = await self._request(
+            "POST", _model_path(model, version) + "/infer", body, headers
+        )
+        if status != 200:
+            raise _error(status, data)
+        length = response_headers.get(HEADER_LENGTH_HEADER)
+        _, results = infer.decode_response(data, int(length) if length is not None else None)
+        return results
+
+    async def _get(
+        self, what: str, model: str | None = None, version: int | str | None = None
+    ) -> Any:
+        if what in ("live", "ready"):
+            status, _, _ = await self._request("GET", f"/v2/health/{what}")
+            return status == 200
+        if what == "server_metadata":
+            path = "/v2"
+        elif what == "statistics":
+            path = "/v2/models/stats" if model is None else _model_path(model, version) + "/stats"
+        else:
+            assert model is not None
+            suffix = {"model_ready": "/ready", "model_metadata": "", "model_config": "/config"}
+            path = _model_path(model, version) + suffix[what]
+        status, data, _ = await self._request("GET", path)
+        if what == "model_ready":
+            return status == 200
+        if status != 200:
+            raise _error(status, data)
+        return loads(data, "response body")
+
+    async def _request(
+        self, method: str, path: str, body: bytes | None = None, headers: Any = None
+    ) -> tuple[int, bytes, Any]:
+        assert self._session is not None
+        try:
+            async with self._session.request(
+                method, self.url + path, data=body, headers=headers
+            ) as response:
+                return response.status, await response.read(), response.headers
+        except (aiohttp.ClientError, OSError) as exc:
+            raise Unavailable(f"cannot reach {self.url}: {type(exc).__name__}: {exc}") from exc
+
+
+def _model_path(model: str, version: int | str | None) -> str:
+    path = f"/v2/models/{quote(model, safe='')}"
+    if version is not None and version != "":
+        path += f"/versions/{quote(str(version), safe='')}"
+    return path
+
+
+def _error(status: int, data: bytes) -> ConveyorError:
+    kind = None
+    try:
+        body = loads(data, "error body")
+        message, kind = body["error"], body.get("kind")
+    except (ConveyorError, KeyError, TypeError, AttributeError):
+        message = data[:200].decode(errors="replace") or f"HTTP {status}"
+    error_class = _BY_KIND.get(kind) if isinstance(kind, str) else None
+    return (error_class or _BY_STATUS.get(status, ModelError))(str(message))

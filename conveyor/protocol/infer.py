@@ -1,0 +1,208 @@
+"""A V2 inference request and response as a JSON header plus an optional binary tail.
+
+Both directions live here so the server and the client read and write one format with
+one set of rules:
+
+- server: :func:`decode_request` (body -> :class:`InferRequest` in engine terms) and
+  :func:`encode_response` (engine outputs -> body);
+- client: :func:`encode_request` and :func:`decode_response`.
+
+Which outputs travel in binary follows Triton: an output's own ``binary_data`` parameter
+wins; otherwise the request's ``binary_data_output`` (default false) decides.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from conveyor.errors import InvalidInput
+from conveyor.protocol import binary, json_codec
+from conveyor.protocol.datatypes import DATATYPES, datatype_of, is_datatype
+from conveyor.protocol.parameters import (
+    RequestOptions,
+    check_tensor_parameters,
+    flag,
+    request_options,
+)
+
+
+@dataclasses.dataclass(slots=True)
+class InferRequest:
+    """A decoded request: what to pass to ``Engine.submit`` and how to answer."""
+
+    id: str | None
+    inputs: dict[str, np.ndarray]
+    outputs: list[str] | None  # None: every output of the model
+    binary_outputs: dict[str, bool] | None  # per requested output; None: use options
+    options: RequestOptions
+
+    def wants_binary(self, name: str) -> bool:
+        if self.binary_outputs is not None:
+            chosen = self.binary_outputs.get(name)
+            if chosen is not None:
+                return chosen
+        return self.options.binary_data_output
+
+
+def decode_request(body: binary.BytesLike, header_length: int | None) -> InferRequest:
+    """Parse a request body (``header_length`` from the transport; None: all JSON)."""
+    header_bytes, tail = binary.split(body, header_length)
+    header = json_codec.loads(header_bytes)
+    if not isinstance(header, dict):
+        raise InvalidInput("the request must be a JSON object with an 'inputs' list")
+    request_id = header.get("id")
+    if request_id is not None and not isinstance(request_id, str):
+        raise InvalidInput(f"request 'id' must be a string, got {request_id!r}")
+    options = request_options(header.get("parameters"))
+    inputs = _decode_tensors(header.get("inputs"), tail, "inputs", "input")
+    outputs, binary_outputs = _requested_outputs(header.get("outputs"))
+    return InferRequest(request_id, inputs, outputs, binary_outputs, options)
+
+
+def _decode_tensors(
+    raw: Any, tail: binary.BytesLike, field: str, noun: str
+) -> dict[str, np.ndarray]:
+    if not isinstance(raw, list):
+        raise InvalidInput(f"'{field}' must be a list of tensors, got {_kind(raw)}")
+    reader = binary.TailReader(tail)
+    tensors: dict[str, np.ndarray] = {}
+    for index, tensor in enumerate(raw):
+        name, datatype, parameters = json_codec.tensor_fields(tensor, f"{field}[{index}]")
+        where = f"{noun} {name!r}"
+        if name in tensors:
+            raise InvalidInput(f"{where} appears more than once in '{field}'")
+        if not is_datatype(datatype):
+            raise InvalidInput(
+                f"{where}: unknown datatype {datatype!r}; expected one of {', '.join(DATATYPES)}"
+            )
+        shape = json_codec.parse_shape(tensor.get("shape"), where)
+        if parameters:
+            check_tensor_parameters(parameters, where)
+        size = parameters.get("binary_data_size") if parameters else None
+        if size is not None:
+            if type(size) is not int or size < 0:
+                raise InvalidInput(f"{where}: binary_data_size must be an integer >= 0")
+            if "data" in tensor:
+                raise InvalidInput(f"{where} has both 'data' and binary_data_size; send one")
+            offset = reader.take(size, where)
+            tensors[name] = binary.tensor(reader.tail, offset, size, datatype, shape, where)
+        elif "data" in tensor:
+            tensors[name] = json_codec.decode_data(tensor["data"], datatype, shape, where)
+        else:
+            raise InvalidInput(f"{where} has no 'data' and no binary_data_size parameter")
+    reader.finish()
+    return tensors
+
+
+def _requested_outputs(raw: Any) -> tuple[list[str] | None, dict[str, bool] | None]:
+    if raw is None:
+        return None, None
+    if not isinstance(raw, list):
+        raise InvalidInput(f"'outputs' must be a list of objects, got {_kind(raw)}")
+    names: list[str] = []
+    chosen: dict[str, bool] = {}
+    for index, output in enumerate(raw):
+        if not isinstance(output, dict) or not isinstance(output.get("name"), str):
+            raise InvalidInput(f"outputs[{index}] must be an object with a string 'name'")
+        name = output["name"]
+        where = f"requested output {name!r}"
+        if name in chosen or name in names:
+            raise InvalidInput(f"{where} is requested more than once")
+        parameters = output.get("parameters")
+        if parameters is not None:
+            if not isinstance(parameters, dict):
+                raise InvalidInput(f"{where}: 'parameters' must be an object")
+            check_tensor_parameters(parameters, where)
+            if "binary_data" in parameters:
+                chosen[name] = flag(parameters, "binary_data", f"{where} parameter")
+        names.append(name)
+    return names, chosen
+
+
+def encode_response(
+    model_name: str, model_version: str, request: InferRequest, results: Mapping[str, np.ndarray]
+) -> tuple[bytes, int | None]:
+    """The response body and, when it has a binary tail, the JSON header's length."""
+    outputs: list[dict[str, Any]] = []
+    buffers: list[binary.Chunk] = []
+    for name, array in results.items():
+        datatype = datatype_of(array.dtype)
+        entry: dict[str, Any] = {"name": name, "datatype": datatype, "shape": array.shape}
+        if request.wants_binary(name):
+            chunk = binary.tensor_bytes(array, datatype)
+            entry["parameters"] = {"binary_data_size": len(chunk)}
+            buffers.append(chunk)
+        else:
+            entry["data"] = json_codec.encode_data(array, datatype, f"output {name!r}")
+        outputs.append(entry)
+    response: dict[str, Any] = {"model_name": model_name, "model_version": model_version}
+    if request.id is not None:
+        response["id"] = request.id
+    response["outputs"] = outputs
+    header = json_codec.dumps(response)
+    if not buffers:
+        return header, None
+    return binary.join(header, buffers)
+
+
+# ---- the client's side ----------------------------------------------------------------
+
+
+def encode_request(
+    inputs: Mapping[str, np.ndarray],
+    *,
+    outputs: Sequence[str] | None = None,
+    request_id: str | None = None,
+    parameters: Mapping[str, Any] | None = None,
+    binary_data: bool = True,
+) -> tuple[bytes, int | None]:
+    """A request body from numpy inputs; binary tensors in and out unless told otherwise."""
+    tensors: list[dict[str, Any]] = []
+    buffers: list[binary.Chunk] = []
+    for name, value in inputs.items():
+        array = np.asarray(value)
+        datatype = datatype_of(array.dtype)
+        entry: dict[str, Any] = {"name": name, "shape": array.shape, "datatype": datatype}
+        if binary_data:
+            chunk = binary.tensor_bytes(array, datatype)
+            entry["parameters"] = {"binary_data_size": len(chunk)}
+            buffers.append(chunk)
+        else:
+            entry["data"] = json_codec.encode_data(array, datatype, f"input {name!r}")
+        tensors.append(entry)
+    request: dict[str, Any] = {}
+    if request_id is not None:
+        request["id"] = request_id
+    wire_parameters = dict(parameters or {})
+    if outputs is not None:
+        request["outputs"] = [
+            {"name": name, "parameters": {"binary_data": binary_data}} for name in outputs
+        ]
+    elif binary_data:
+        wire_parameters["binary_data_output"] = True
+    if wire_parameters:
+        request["parameters"] = wire_parameters
+    request["inputs"] = tensors
+    header = json_codec.dumps(request)
+    if not buffers:
+        return header, None
+    return binary.join(header, buffers)
+
+
+def decode_response(
+    body: binary.BytesLike, header_length: int | None
+) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """The response's JSON header and its outputs as arrays (binary ones are views of body)."""
+    header_bytes, tail = binary.split(body, header_length)
+    header = json_codec.loads(header_bytes, "response body")
+    if not isinstance(header, dict):
+        raise InvalidInput("the response is not a JSON object")
+    return header, _decode_tensors(header.get("outputs", []), tail, "outputs", "output")
+
+
+def _kind(value: Any) -> str:
+    return "nothing" if value is None else type(value).__name__

@@ -1,0 +1,133 @@
+"""V2 request parameters: what the wire says, in the engine's units.
+
+The ``parameters`` object of a V2 inference request carries scheduling hints (Triton's
+``schedule_policy`` extension) and binary-extension switches. This module turns them into
+the engine's arguments, so HTTP and gRPC read them the same way.
+
+Units differ on purpose and are converted only here:
+
+- ``priority``: on the wire, Triton's levels (0 = the default, 1 = the highest level, larger
+  numbers run later). In the engine, an integer where higher runs first and 0 is the
+  default. The default level is level 1, as a Triton model with ``default_priority_level=1``.
+- ``timeout``: microseconds on the wire (0 = none), seconds in the engine (None = none).
+
+Unknown parameters are ignored. Reserved ones that this server does not implement
+(sequence batching, shared memory, classification) are refused with a clear error rather
+than silently ignored, because ignoring them would return a wrong answer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from conveyor.errors import InvalidInput, Unsupported
+
+# Parameters we understand, by where they appear. Documented in the README.
+REQUEST_PARAMETERS = ("priority", "timeout", "binary_data_output")
+INPUT_PARAMETERS = ("binary_data_size",)
+OUTPUT_PARAMETERS = ("binary_data",)
+# Reserved by Triton's extensions that we do not implement: refused, never ignored.
+UNSUPPORTED_REQUEST_PARAMETERS = ("sequence_id", "sequence_start", "sequence_end")
+UNSUPPORTED_TENSOR_PARAMETERS = (
+    "shared_memory_region",
+    "shared_memory_byte_size",
+    "shared_memory_offset",
+    "classification",
+)
+
+
+def engine_priority(wire: int) -> int:
+    """Triton's priority level -> the engine's priority (higher runs first, 0 default).
+
+    Levels 0 (unset) and 1 are the default; level 2 and up run after default requests.
+    """
+    return 0 if wire <= 1 else 1 - wire
+
+
+def wire_priority(engine: int) -> int:
+    """The engine's priority -> Triton's level; the inverse of :func:`engine_priority`.
+
+    Over V2 nothing ranks above the default level, so a positive engine priority cannot
+    be sent; say so rather than send something that means less.
+    """
+    if engine > 0:
+        raise InvalidInput(
+            f"priority {engine} cannot be sent over V2: the default (0) is the highest "
+            "level a remote server offers; use 0 or a negative priority"
+        )
+    return 0 if engine == 0 else 1 - engine
+
+
+def timeout_seconds(wire_us: int) -> float | None:
+    """Wire timeout in microseconds (0 = none) -> engine timeout in seconds (None = none)."""
+    return None if wire_us == 0 else wire_us / 1_000_000
+
+
+def wire_timeout(seconds: float | None) -> int | None:
+    """Engine timeout in seconds -> whole microseconds, rounded up so it never shrinks."""
+    if seconds is None:
+        return None
+    if not seconds > 0:
+        raise InvalidInput(f"timeout must be a positive number of seconds, got {seconds!r}")
+    return max(1, math.ceil(seconds * 1_000_000))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RequestOptions:
+    """The request-level parameters, in engine units."""
+
+    priority: int = 0
+    timeout: float | None = None
+    binary_data_output: bool = False
+
+
+DEFAULT_OPTIONS = RequestOptions()
+
+
+def request_options(parameters: Any) -> RequestOptions:
+    """Read a request's ``parameters`` object (or None) into :class:`RequestOptions`."""
+    if parameters is None:
+        return DEFAULT_OPTIONS
+    if not isinstance(parameters, Mapping):
+        raise InvalidInput(f"request 'parameters' must be an object, got {_kind(parameters)}")
+    if not parameters:
+        return DEFAULT_OPTIONS
+    for key in UNSUPPORTED_REQUEST_PARAMETERS:
+        value = parameters.get(key)
+        if value not in (None, 0, "", False):
+            raise Unsupported(
+                f"request parameter {key!r}: sequence batching is not supported by this server"
+            )
+    priority = _unsigned(parameters, "priority", "request parameter")
+    timeout = _unsigned(parameters, "timeout", "request parameter (microseconds)")
+    binary = flag(parameters, "binary_data_output", "request parameter")
+    return RequestOptions(engine_priority(priority), timeout_seconds(timeout), binary)
+
+
+def check_tensor_parameters(parameters: Mapping[str, Any], where: str) -> None:
+    """Refuse tensor parameters that ask for an extension we do not implement."""
+    for key in UNSUPPORTED_TENSOR_PARAMETERS:
+        if key in parameters:
+            what = "classification" if key == "classification" else "shared memory"
+            raise Unsupported(f"{where}: parameter {key!r} asks for {what}, which is not supported")
+
+
+def flag(parameters: Mapping[str, Any], key: str, where: str) -> bool:
+    value = parameters.get(key, False)
+    if not isinstance(value, bool):
+        raise InvalidInput(f"{where} {key!r} must be true or false, got {value!r}")
+    return value
+
+
+def _unsigned(parameters: Mapping[str, Any], key: str, where: str) -> int:
+    value = parameters.get(key, 0)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise InvalidInput(f"{where} {key!r} must be an integer >= 0, got {value!r}")
+    return value
+
+
+def _kind(value: Any) -> str:
+    return type(value).__name__

@@ -1,0 +1,1 @@
+"""Front ends over the engine: HTTP/REST, metrics (and gRPC), run by :class:`Server`."""

@@ -1,0 +1,303 @@
+"""Protobuf messages <-> the engine's arguments and results. No inference logic, no I/O.
+
+Inputs arrive one of two ways, never both in one request:
+
+- raw: ``raw_input_contents[i]`` holds input ``i``'s row-major little-endian bytes (BYTES:
+  4-byte little-endian length + bytes per element). Decoded with ``numpy.frombuffer``: the
+  array is a read-only view of the message's buffer, no copy and no per-element work.
+- typed: ``inputs[i].contents.<type>_contents``, one repeated field per datatype. Accepted
+  for compatibility; it costs a Python object per element.
+
+Outputs always go out raw, because tritonclient's ``as_numpy()`` reads only
+``raw_output_contents``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from conveyor.errors import InvalidInput
+from conveyor.protocol import binary, bytes_codec
+from conveyor.protocol.datatypes import BYTES, DATATYPES, datatype_of, element_count, numpy_dtype
+from conveyor.protocol.parameters import (
+    DEFAULT_OPTIONS,
+    RequestOptions,
+    check_tensor_parameters,
+    request_options,
+)
+from conveyor.server.grpc import wire
+from conveyor.server.grpc._generated import grpc_service_pb2 as pb
+
+# The one typed field that carries each datatype (FP16 and BF16 have none: raw only).
+TYPED_FIELD = {
+    "BOOL": "bool_contents",
+    "INT8": "int_contents",
+    "INT16": "int_contents",
+    "INT32": "int_contents",
+    "INT64": "int64_contents",
+    "UINT8": "uint_contents",
+    "UINT16": "uint_contents",
+    "UINT32": "uint_contents",
+    "UINT64": "uint64_contents",
+    "FP32": "fp32_contents",
+    "FP64": "fp64_contents",
+    BYTES: "bytes_contents",
+}
+
+# Fixed-size datatypes on the wire are little-endian whatever the host is.
+_WIRE_DTYPE = {name: numpy_dtype(name).newbyteorder("<") for name in DATATYPES if name != BYTES}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class InferCall:
+    """One ModelInferRequest as the engine's ``submit`` arguments."""
+
+    model: str
+    version: str | None
+    inputs: dict[str, np.ndarray]
+    outputs: list[str] | None
+    options: RequestOptions
+    request_id: str
+
+
+def infer_call(
+    request: pb.ModelInferRequest, raw: Sequence[bytes | memoryview] | None = None
+) -> InferCall:
+    """Read and check a request; InvalidInput (or Unsupported) says what was expected.
+
+    ``raw``: the request's raw_input_contents when they were split off the message by
+    :func:`conveyor.server.grpc.wire.split_raw` (default: the message's own field).
+    """
+    if not request.model_name:
+        raise InvalidInput("model_name is empty; name the model to run")
+    options = (
+        request_options(parameter_values(request.parameters))
+        if request.parameters
+        else DEFAULT_OPTIONS
+    )
+    outputs = None
+    if request.outputs:
+        outputs = []
+        for output in request.outputs:
+            if output.parameters:
+                check_tensor_parameters(
+                    parameter_values(output.parameters), f"output {output.name!r}"
+                )
+            outputs.append(output.name)
+    return InferCall(
+        model=request.model_name,
+        version=request.model_version or None,
+        inputs=decode_inputs(request, raw),
+        outputs=outputs,
+        options=options,
+        request_id=request.id,
+    )
+
+
+def decode_inputs(
+    request: pb.ModelInferRequest, raw: Sequence[bytes | memoryview] | None = None
+) -> dict[str, np.ndarray]:
+    tensors = request.inputs
+    if raw is None:
+        raw = request.raw_input_contents
+    if raw and len(raw) != len(tensors):
+        raise InvalidInput(
+            f"the request has {len(tensors)} inputs but {len(raw)} raw_input_contents "
+            "buffers; expected one buffer per input, in the order of 'inputs'"
+        )
+    decoded: dict[str, np.ndarray] = {}
+    for index, tensor in enumerate(tensors):
+        name = tensor.name
+        if name in decoded:
+            raise InvalidInput(f"input {name!r} appears more than once in the request")
+        if tensor.parameters:
+            check_tensor_parameters(parameter_values(tensor.parameters), f"input {name!r}")
+        shape = tuple(tensor.shape)
+        if any(dim < 0 for dim in shape):
+            raise InvalidInput(f"input {name!r}: shape {list(shape)} has a negative dimension")
+        if raw:
+            if tensor.HasField("contents"):
+                raise InvalidInput(
+                    f"input {name!r} has typed contents but the request also uses "
+                    "raw_input_contents; send every input one way: all raw or all typed"
+                )
+            # Read the repeated field once: each access copies the bytes out of the message.
+            where = f"input {name!r} (raw_input_contents[{index}])"
+            decoded[name] = raw_tensor(raw[index], tensor.datatype, shape, where)
+        else:
+            decoded[name] = typed_tensor(tensor, shape)
+    return decoded
+
+
+def raw_tensor(
+    buffer: bytes | memoryview, datatype: str, shape: tuple[int, ...], where: str
+) -> np.ndarray:
+    """One tensor from its raw bytes, as a read-only view of ``buffer`` (no copy).
+
+    ``where`` names the tensor in errors, e.g. "input 'INPUT0' (raw_input_contents[0])".
+    """
+    count = element_count(shape)
+    if datatype == BYTES:
+        try:
+            return bytes_codec.decode(buffer, count).reshape(shape)
+        except InvalidInput as exc:
+            raise InvalidInput(f"{where}: {exc}") from None
+    dtype = _WIRE_DTYPE.get(datatype)
+    if dtype is None:
+        numpy_dtype(datatype)  # raises InvalidInput listing the known datatypes
+        raise AssertionError(datatype)
+    expected = count * dtype.itemsize
+    if len(buffer) != expected:
+        raise InvalidInput(
+            f"{where} has {len(buffer)} bytes but shape {list(shape)} of {datatype} "
+            f"({dtype.itemsize} bytes each) needs {expected}"
+        )
+    array = np.frombuffer(buffer, dtype).reshape(shape)
+    # A bytes object's data is 16-byte aligned in CPython, but a tensor split off a big
+    # message starts wherever the message put it: copy it once into aligned memory then,
+    # rather than hand numpy and onnxruntime an unaligned array (slow paths, or a copy anyway).
+    return array if array.flags.aligned else array.copy()
+
+
+def typed_tensor(tensor: Any, shape: tuple[int, ...], what: str = "input") -> np.ndarray:
+    """One tensor from its typed ``contents`` (an InferInputTensor or InferOutputTensor)."""
+    name, datatype = tensor.name, tensor.datatype
+    dtype = numpy_dtype(datatype)
+    field = TYPED_FIELD.get(datatype)
+    count = element_count(shape)
+    present = [descriptor.name for descriptor, _ in tensor.contents.ListFields()]
+    if field is None:
+        raise InvalidInput(
+            f"{what} {name!r}: {datatype} has no typed contents field; it travels only in "
+            "raw contents"
+        )
+    wrong = [other for other in present if other != field]
+    if wrong:
+        raise InvalidInput(f"{what} {name!r} is {datatype}: expected {field}, got {wrong[0]}")
+    values = getattr(tensor.contents, field)
+    if len(values) != count:
+        raise InvalidInput(
+            f"{what} {name!r}: shape {list(shape)} needs {count} elements but {field} has "
+            f"{len(values)}" + ("" if present else " (no contents and no raw_input_contents)")
+        )
+    if datatype == BYTES:
+        array = np.empty(count, dtype=object)
+        array[:] = list(values)
+        return array.reshape(shape)
+    wide = np.array(values)  # int_contents and uint_contents are 32-bit for 8/16-bit types
+    array = wide.astype(dtype)
+    if dtype.kind in "iu" and count and not np.array_equal(array, wide):
+        bad = wide[array != wide][0]
+        raise InvalidInput(f"{what} {name!r}: {field} holds {bad}, outside {datatype}'s range")
+    return array.reshape(shape)
+
+
+def parameter_values(parameters: Mapping[str, pb.InferParameter]) -> dict[str, Any]:
+    """A protobuf parameter map as plain values (None for a parameter with no value)."""
+    values: dict[str, Any] = {}
+    for key, parameter in parameters.items():
+        choice = parameter.WhichOneof("parameter_choice")
+        values[key] = None if choice is None else getattr(parameter, choice)
+    return values
+
+
+def infer_response(
+    model: str, version: str, request_id: str, outputs: Mapping[str, np.ndarray]
+) -> pb.ModelInferResponse:
+    """The engine's outputs as a response message, every tensor in raw_output_contents."""
+    response, buffers = response_parts(model, version, request_id, outputs)
+    response.raw_output_contents.extend(bytes(buffer) for buffer in buffers)
+    return response
+
+
+def infer_response_bytes(
+    model: str, version: str, request_id: str, outputs: Mapping[str, np.ndarray]
+) -> bytes:
+    """:func:`infer_response`, serialized, each tensor copied once (straight from numpy)."""
+    response, buffers = response_parts(model, version, request_id, outputs)
+    return wire.join_raw(response, wire.RAW_OUTPUT_FIELD, buffers)
+
+
+def response_parts(
+    model: str, version: str, request_id: str, outputs: Mapping[str, np.ndarray]
+) -> tuple[pb.ModelInferResponse, list[Any]]:
+    """The response without its raw contents, and each output's wire bytes, in order."""
+    response = pb.ModelInferResponse(model_name=model, model_version=version, id=request_id)
+    add_output = response.outputs.add
+    buffers = []
+    for name, array in outputs.items():
+        datatype = datatype_of(array.dtype)
+        add_output(name=name, datatype=datatype, shape=array.shape)
+        buffers.append(binary.tensor_bytes(array, datatype))
+    return response, buffers
+
+
+# -- the client's side: numpy -> request, response -> numpy -------------------------------
+
+
+def add_inputs(
+    request: pb.ModelInferRequest, inputs: Mapping[str, Any], *, raw: bool = True
+) -> list[Any]:
+    """Describe ``inputs`` in ``request``; return their raw wire bytes, in order.
+
+    With ``raw`` False the elements go into typed contents fields instead (and none are
+    returned). Send the raw ones with :func:`wire.join_raw` (or put them in the message's
+    raw_input_contents).
+    """
+    add_input = request.inputs.add
+    buffers = []
+    for name, value in inputs.items():
+        array = value if isinstance(value, np.ndarray) else np.asarray(value)
+        datatype = datatype_of(array.dtype)
+        tensor = add_input(name=name, datatype=datatype, shape=array.shape)
+        if raw:
+            buffers.append(binary.tensor_bytes(array, datatype))
+            continue
+        field = TYPED_FIELD.get(datatype)
+        if field is None:
+            raise InvalidInput(
+                f"input {name!r}: {datatype} has no typed contents field; send it raw"
+            )
+        values = array.reshape(-1).tolist()
+        if datatype == BYTES:
+            values = [bytes_codec.as_bytes(v) for v in values]
+        getattr(tensor.contents, field).extend(values)
+    return buffers
+
+
+def set_parameter(parameters: Any, key: str, value: bool | int | float | str) -> None:
+    """``parameters[key] = value`` in a protobuf InferParameter map, in the matching kind."""
+    parameter = parameters[key]
+    if isinstance(value, bool):
+        parameter.bool_param = value
+    elif isinstance(value, int):
+        # Unsigned where it fits, as tritonclient sends priority and timeout.
+        if value >= 0:
+            parameter.uint64_param = value
+        else:
+            parameter.int64_param = value
+    elif isinstance(value, float):
+        parameter.double_param = value
+    else:
+        parameter.string_param = value
+
+
+def decode_outputs(
+    response: pb.ModelInferResponse, raw: Sequence[bytes | memoryview] | None = None
+) -> dict[str, np.ndarray]:
+    """A response's outputs as arrays (raw contents; typed contents as a fallback)."""
+    if raw is None:
+        raw = response.raw_output_contents
+    outputs: dict[str, np.ndarray] = {}
+    for index, tensor in enumerate(response.outputs):
+        shape = tuple(tensor.shape)
+        if index < len(raw):
+            where = f"output {tensor.name!r} (raw_output_contents[{index}])"
+            outputs[tensor.name] = raw_tensor(raw[index], tensor.datatype, shape, where)
+        else:
+            outputs[tensor.name] = typed_tensor(tensor, shape, "output")
+    return outputs

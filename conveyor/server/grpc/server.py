@@ -1,0 +1,114 @@
+"""Build, start and stop the gRPC server on the running asyncio loop.
+
+The server shares the loop (and so the process and the engine) with the HTTP front end;
+``grpc.aio`` runs its I/O through that loop, so no thread of ours waits on a socket.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import grpc
+
+from conveyor.engine import Engine
+from conveyor.server.grpc.service import generic_handler
+from conveyor.server.grpc.servicer import InferenceServicer
+
+if TYPE_CHECKING:
+    from conveyor.server.metrics import LatencyHistograms
+
+log = logging.getLogger("conveyor.server.grpc")
+
+# Matches the HTTP front end's body limit: a 64 MiB message holds a 16M-element FP32 tensor.
+DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+
+
+async def start_grpc_server(
+    engine: Engine | Callable[[], Engine | None],
+    host: str,
+    port: int,
+    *,
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    histograms: LatencyHistograms | None = None,
+) -> grpc.aio.Server:
+    """Serve ``inference.GRPCInferenceService`` for ``engine`` on ``host:port``; return the server.
+
+    ``engine`` may be a function returning the engine, or None while the models still load
+    (the server binds its ports first). Messages larger than ``max_message_bytes`` either
+    way are refused by gRPC itself (RESOURCE_EXHAUSTED) before any of it is parsed. Raises
+    OSError if the port is taken.
+    """
+    get_engine = engine if callable(engine) else (lambda: engine)
+    servicer = InferenceServicer(get_engine, histograms=histograms)
+    server = grpc.aio.server(
+        options=[
+            ("grpc.max_receive_message_length", max_message_bytes),
+            ("grpc.max_send_message_length", max_message_bytes),
+            # gRPC sets SO_REUSEPORT by default, which lets a second server bind a port that is
+            # already serving and silently share its traffic; fail loudly instead.
+            ("grpc.so_reuseport", 0),
+        ]
+    )
+    server.add_generic_rpc_handlers(
+        (generic_handler(servicer.implementations(), servicer.codecs()),)
+    )
+    address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    try:
+        bound = server.add_insecure_port(address)
+    except RuntimeError as exc:  # newer grpcio raises instead of returning 0
+        raise OSError(f"cannot serve gRPC on {address}: {exc}") from None
+    if bound == 0:
+        raise OSError(f"cannot serve gRPC on {address}: the address is in use or invalid")
+    await server.start()
+    return server
+
+
+async def stop_grpc_server(server: grpc.aio.Server, grace: float | None = 5.0) -> None:
+    """Refuse new RPCs, let running ones finish for up to ``grace`` seconds, then cancel them."""
+    await server.stop(grace)
+
+
+class GRPCFrontEnd:
+    """The gRPC server as one of :class:`conveyor.server.server.Server`'s front ends."""
+
+    name = "grpc"
+
+    def __init__(
+        self,
+        engine: Callable[[], Engine | None],
+        host: str,
+        port: int,
+        *,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        histograms: LatencyHistograms | None = None,
+    ) -> None:
+        self._engine = engine
+        self._host = host
+        self._port = port
+        self._max_message_bytes = max_message_bytes
+        self._histograms = histograms
+        self._server: grpc.aio.Server | None = None
+
+    @property
+    def url(self) -> str:
+        host = f"[{self._host}]" if ":" in self._host else self._host
+        return f"grpc://{host}:{self._port}"
+
+    async def start(self) -> None:
+        self._server = await start_grpc_server(
+            self._engine,
+            self._host,
+            self._port,
+            max_message_bytes=self._max_message_bytes,
+            histograms=self._histograms,
+        )
+        log.info("%s listening on %s", self.name, self.url)
+
+    async def stop(self, timeout: float) -> None:
+        """Refuse new RPCs; give running ones (and open streams) ``timeout`` s to finish."""
+        if self._server is not None:
+            await stop_grpc_server(self._server, timeout)
+            self._server = None
+            log.info("%s stopped", self.name)

@@ -1,0 +1,112 @@
+"""Raw tensor bytes in and out of infer messages without protobuf's copies.
+
+protobuf copies a ``bytes`` field when it parses a message, again each time the field is
+read, again when a field is set, and once more when the message is serialized: four copies of
+every tensor for a 4 MiB input. These two functions frame the raw-contents field by hand
+(protobuf's wire format: a key, a length, the bytes; a repeated field is that, once per
+element, in any position) and leave every other field to protobuf:
+
+- :func:`split_raw` parses a received message: the raw field's elements come back as
+  memoryviews into the received bytes (no copy), the rest of the message is parsed by
+  protobuf from the few bytes left.
+- :func:`join_raw` serializes a message: protobuf encodes the small part, and each tensor is
+  joined after it straight from its numpy buffer (one copy, the join itself).
+
+Small messages take protobuf's own path, which is faster below a few KiB.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, TypeVar
+
+import numpy as np
+from google.protobuf.message import DecodeError, Message
+
+M = TypeVar("M", bound=Message)
+BytesLike = bytes | memoryview | np.ndarray
+
+# ModelInferRequest.raw_input_contents and ModelInferResponse.raw_output_contents.
+RAW_INPUT_FIELD = 7
+RAW_OUTPUT_FIELD = 6
+# Below this many bytes protobuf's C parser beats a Python scan of the fields.
+SMALL_MESSAGE = 32 * 1024
+
+_LENGTH_DELIMITED = 2
+
+
+def split_raw(
+    data: bytes, message_class: type[M], field: int
+) -> tuple[M, Sequence[bytes | memoryview]]:
+    """Parse ``data``; return the message and the elements of its bytes field ``field``.
+
+    For a big message the elements are views into ``data`` and the returned message lacks
+    them; for a small one they are the message's own field.
+    """
+    if len(data) < SMALL_MESSAGE:
+        message = message_class.FromString(data)
+        return message, getattr(message, message.DESCRIPTOR.fields_by_number[field].name)
+    view = memoryview(data)
+    raw: list[bytes | memoryview] = []
+    rest: list[memoryview] = []
+    position, end = 0, len(data)
+    while position < end:
+        start = position
+        key, position = _read_varint(data, position)
+        number, kind = key >> 3, key & 7
+        if kind == _LENGTH_DELIMITED:
+            length, position = _read_varint(data, position)
+            if position + length > end:
+                raise DecodeError("truncated message: a field runs past its end")
+            if number == field:
+                raw.append(view[position : position + length])
+                position += length
+                continue
+            position += length
+        elif kind == 0:
+            _, position = _read_varint(data, position)
+        elif kind == 1:
+            position += 8
+        elif kind == 5:
+            position += 4
+        else:
+            raise DecodeError(f"unexpected wire type {kind} for field {number}")
+        rest.append(view[start:position])
+    if position != end:
+        raise DecodeError("truncated message")
+    return message_class.FromString(b"".join(rest)), raw
+
+
+def join_raw(message: Message, field: int, buffers: Sequence[BytesLike]) -> bytes:
+    """``message`` serialized with ``buffers`` as the elements of its bytes field ``field``."""
+    key = bytes(_varint(field << 3 | _LENGTH_DELIMITED))
+    parts: list[Any] = [message.SerializeToString()]
+    for buffer in buffers:
+        size = buffer.nbytes if isinstance(buffer, np.ndarray | memoryview) else len(buffer)
+        parts.append(key + _varint(size))
+        parts.append(buffer)
+    return b"".join(parts)
+
+
+def _read_varint(data: bytes, position: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        if position >= len(data):
+            raise DecodeError("truncated varint")
+        byte = data[position]
+        position += 1
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return result, position
+        shift += 7
+        if shift > 63:
+            raise DecodeError("varint too long")
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)

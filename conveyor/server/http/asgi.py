@@ -1,0 +1,116 @@
+"""The V2 routes as a bare ASGI app, for uvicorn (``--http-impl uvicorn``) or any ASGI server.
+
+No framework: a request costs one pass over its headers, one body read, the route and
+two ``send`` calls. The default implementation (``protocol.py``) skips ASGI altogether
+and is faster; this one is kept because any ASGI server can host it and because it is
+the reference the other is measured and tested against.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from conveyor.server.http import body as bodies
+from conveyor.server.http.errors import error_response
+from conveyor.server.http.routes import JSON, V2Routes
+
+_CLOSE = (b"connection", b"close")
+
+
+class ClientGone(Exception):
+    """The client disconnected before its body arrived."""
+
+
+class ASGIApp:
+    """ASGI 3 application serving the V2 routes."""
+
+    def __init__(self, routes: V2Routes, *, max_body_bytes: int) -> None:
+        self.routes = routes
+        self.max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return  # lifespan is off; websockets are not served
+        content_length = encoding = accept = header_length = None
+        for name, value in scope["headers"]:
+            if name == b"content-length":
+                content_length = value
+            elif name == b"inference-header-content-length":
+                header_length = value
+            elif name == b"content-encoding":
+                encoding = value
+            elif name == b"accept-encoding":
+                accept = value
+        state = _BodyState()
+        limit = self.max_body_bytes
+
+        async def read_body() -> bytes:
+            body = await _read_body(receive, content_length, limit, state)
+            if encoding is not None:
+                body = bodies.decompress(body, encoding, limit)
+            return body
+
+        path = scope["path"]
+        try:
+            status, body, headers = await self.routes.handle(
+                scope["method"], path, read_body, header_length
+            )
+        except ClientGone:
+            return
+        except Exception as exc:
+            status, body = error_response(exc)
+            headers = list(JSON)
+            if state.unread:
+                # The rest of the body was never read: this connection cannot be reused.
+                headers.append(_CLOSE)
+        body, chosen = bodies.maybe_compress(path, status, body, accept)
+        if chosen is not None:
+            headers = [*headers, (b"content-encoding", chosen)]
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": [*headers, (b"content-length", b"%d" % len(body))],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+
+class _BodyState:
+    __slots__ = ("unread",)
+
+    def __init__(self) -> None:
+        self.unread = False
+
+
+async def _read_body(
+    receive: Any, content_length: bytes | None, limit: int, state: _BodyState
+) -> bytes:
+    try:
+        bodies.declared_length(content_length, limit)
+    except bodies.BodyTooLarge:
+        state.unread = True
+        raise
+    message = await receive()
+    if message["type"] == "http.disconnect":
+        raise ClientGone
+    body: bytes = message.get("body", b"")
+    more = message.get("more_body", False)
+    if not more and len(body) <= limit:
+        return body
+    chunks = [body]
+    size = len(body)
+    while True:
+        if size > limit:
+            # Without a Content-Length (chunked) the limit is enforced as the body arrives.
+            state.unread = more
+            raise bodies.too_large(f"more than {limit} bytes", limit)
+        if not more:
+            return b"".join(chunks)
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientGone
+        chunk = message.get("body", b"")
+        more = message.get("more_body", False)
+        size += len(chunk)
+        chunks.append(chunk)

@@ -1,0 +1,45 @@
+"""Errors -> HTTP status codes: the one place where an ErrorKind becomes a status.
+
+Triton-compatible clients read only the JSON body ``{"error": "..."}``; the status tells
+generic HTTP tooling what kind of failure it was.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from conveyor.errors import ConveyorError, ErrorKind
+from conveyor.protocol.json_codec import dumps
+
+log = logging.getLogger("conveyor.http")
+
+STATUS: dict[ErrorKind, int] = {
+    ErrorKind.INVALID_ARGUMENT: 400,
+    ErrorKind.FAILED_PRECONDITION: 400,
+    # Triton answers 400 for features it does not offer (e.g. model control when disabled).
+    ErrorKind.UNIMPLEMENTED: 400,
+    ErrorKind.NOT_FOUND: 404,
+    ErrorKind.UNAUTHENTICATED: 401,
+    ErrorKind.UNAVAILABLE: 503,
+    # Triton reports an expired request timeout as UNAVAILABLE; retrying later may work.
+    ErrorKind.DEADLINE_EXCEEDED: 503,
+    ErrorKind.CANCELLED: 503,
+    ErrorKind.INTERNAL: 500,
+}
+
+
+def error_response(exc: BaseException) -> tuple[int, bytes]:
+    """The status and ``{"error": ...}`` body for any exception a handler let through."""
+    if isinstance(exc, ConveyorError):
+        return STATUS.get(exc.kind, 500), error_body(exc.message, exc.kind)
+    # A bug of ours: answer 500, keep serving, and leave a traceback in the log.
+    log.error("internal error while handling a request", exc_info=exc)
+    return 500, error_body(f"internal error: {type(exc).__name__}: {exc}")
+
+
+def error_body(message: str, kind: ErrorKind | None = None) -> bytes:
+    """``{"error": message}``, plus ``"kind"`` so our client can raise the exact error class
+    (several kinds share a status); Triton's clients read only ``"error"``."""
+    if kind is None:
+        return dumps({"error": message})
+    return dumps({"error": message, "kind": kind.value})

@@ -1,0 +1,439 @@
+"""HTTP/1.1 straight on httptools and asyncio, for the V2 routes (the default implementation).
+
+Why not ASGI: on the infer hot path uvicorn's ASGI layer (scope and message dicts, a task,
+an event per body read, header validation per send) cost more than everything else the
+server does for a ``tiny`` request. Here an infer request is parsed by httptools' callbacks,
+decoded and submitted to the engine inside ``data_received``, and answered from a
+callback when the engine's future completes: no task, no coroutine, one write. Other
+routes run as a task through :meth:`V2Routes.handle`, like the ASGI app.
+
+HTTP handled here: keep-alive (HTTP/1.1 default, HTTP/1.0 on request), pipelined
+requests (answered in order, one at a time), chunked request bodies (httptools decodes
+them), ``Expect: 100-continue``, HEAD (no body), body limits before reading, a cap on the
+request head size, write back-pressure, idle keep-alive timeout, and a graceful stop that
+lets in-flight requests finish. Malformed HTTP gets 400 and the connection is closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+import time
+from email.utils import formatdate
+from typing import Any
+from urllib.parse import unquote
+
+import httptools
+
+from conveyor.errors import InvalidInput
+from conveyor.server.frontend import bind
+from conveyor.server.http import body as bodies
+from conveyor.server.http.errors import error_response
+from conveyor.server.http.routes import JSON, Headers, PendingInfer, Reply, V2Routes
+
+log = logging.getLogger("conveyor.http")
+
+MAX_HEAD_BYTES = 64 * 1024  # request line + headers
+KEEP_ALIVE_SECONDS = 30.0
+_LARGE_BODY = 64 * 1024  # above this, head and body are written separately (no join copy)
+# Pipelined requests parsed ahead of their turn; past this, stop reading the connection.
+# (Pausing costs syscalls, so it is not done per request.)
+_MAX_PIPELINED = 4
+
+_REASONS = {
+    200: b"OK", 400: b"Bad Request", 401: b"Unauthorized", 404: b"Not Found",
+    500: b"Internal Server Error", 503: b"Service Unavailable",
+}  # fmt: skip
+_STATUS_LINES = {code: b"HTTP/1.1 %d %s\r\n" % (code, reason) for code, reason in _REASONS.items()}
+_INTERESTING = frozenset(
+    (
+        b"content-length",
+        b"content-encoding",
+        b"accept-encoding",
+        b"inference-header-content-length",
+        b"expect",
+    )
+)
+
+
+class _Request:
+    __slots__ = (
+        "accept",
+        "body",
+        "encoding",
+        "error",
+        "expect_continue",
+        "header_length",
+        "keep_alive",
+        "method",
+        "path",
+        "size",
+    )
+
+    def __init__(self) -> None:
+        self.method = ""
+        self.path = ""
+        self.body: list[bytes] = []
+        self.size = 0
+        self.encoding: bytes | None = None
+        self.accept: bytes | None = None
+        self.header_length: bytes | None = None
+        self.keep_alive = True
+        self.expect_continue = False
+        self.error: Exception | None = None
+
+
+class HTTPProtocol(asyncio.Protocol):
+    """One client connection."""
+
+    def __init__(self, front_end: HTTPToolsFrontEnd) -> None:
+        self._front_end = front_end
+        self._routes = front_end.routes
+        self._limit = front_end.max_body_bytes
+        self._loop = front_end.loop
+        self._parser = httptools.HttpRequestParser(self)
+        self._transport: asyncio.Transport | None = None
+        self._url = b""
+        self._head_bytes = 0
+        self._current: _Request | None = None  # being parsed
+        self._queue: collections.deque[_Request] = collections.deque()  # parsed, waiting
+        self._busy = False  # a request is being handled (responses go out in order)
+        self._inflight: PendingInfer | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._discarding = False  # after a fatal request error: ignore the rest of the input
+        self._closing = False  # close once the current response is written
+        self._write_paused = False
+        self._read_paused = False
+        self.idle_since: float | None = time.monotonic()
+
+    # -- asyncio.Protocol ---------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport  # type: ignore[assignment]
+        self._front_end.connections.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._front_end.connections.discard(self)
+        self._transport = None
+        if self._inflight is not None:
+            self._inflight.future.cancel()  # nobody will read it: drop it if still queued
+        if self._task is not None:
+            self._task.cancel()
+
+    def data_received(self, data: bytes) -> None:
+        if self._discarding:
+            return
+        self.idle_since = None
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            self._fatal(InvalidInput("protocol upgrades (websockets, CONNECT) are not supported"))
+        except httptools.HttpParserError as exc:
+            self._fatal(InvalidInput(f"malformed HTTP request: {exc}"))
+
+    def pause_writing(self) -> None:
+        # The client reads slower than we answer: stop reading its requests until it catches up.
+        self._write_paused = True
+        self._pause_reading()
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        self._maybe_resume_reading()
+
+    def _pause_reading(self) -> None:
+        if not self._read_paused and self._transport is not None:
+            self._read_paused = True
+            self._transport.pause_reading()
+
+    def _maybe_resume_reading(self) -> None:
+        if (
+            self._read_paused
+            and not self._write_paused
+            and not self._discarding
+            and len(self._queue) < _MAX_PIPELINED
+            and self._transport is not None
+        ):
+            self._read_paused = False
+            self._transport.resume_reading()
+
+    # -- httptools callbacks ------------------------------------------------------------
+
+    def on_message_begin(self) -> None:
+        self._current = _Request()
+        self._url = b""
+        self._head_bytes = 0
+
+    def on_url(self, url: bytes) -> None:
+        self._url += url
+        self._head_bytes += len(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        request = self._current
+        assert request is not None
+        self._head_bytes += len(name) + len(value)
+        if self._head_bytes > MAX_HEAD_BYTES and request.error is None:
+            request.error = InvalidInput(f"request head is over {MAX_HEAD_BYTES} bytes")
+        name = name.lower()
+        if name not in _INTERESTING:
+            return
+        if name == b"inference-header-content-length":
+            request.header_length = value
+        elif name == b"content-length":
+            try:
+                bodies.declared_length(value, self._limit)
+            except InvalidInput as exc:
+                request.error = exc
+        elif name == b"content-encoding":
+            request.encoding = value
+        elif name == b"accept-encoding":
+            request.accept = value
+        elif name == b"expect" and value.lower() == b"100-continue":
+            request.expect_continue = True
+
+    def on_headers_complete(self) -> None:
+        request = self._current
+        assert request is not None
+        request.method = self._parser.get_method().decode("ascii", "replace")
+        request.keep_alive = self._parser.should_keep_alive()
+        url = self._url
+        if b"?" in url or b"#" in url:
+            url = httptools.parse_url(url).path or b"/"
+        path = url.decode("latin-1")
+        request.path = unquote(path) if "%" in path else path
+        if request.error is not None:
+            # Refuse now (e.g. Content-Length over the limit): never read that body.
+            self._reject(request)
+            return
+        if request.expect_continue and self._transport is not None:
+            self._transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")  # the body is acceptable
+
+    def on_body(self, data: bytes) -> None:
+        request = self._current
+        if request is None or request.error is not None:
+            return
+        request.size += len(data)
+        if request.size > self._limit:
+            request.error = bodies.too_large(f"more than {self._limit} bytes", self._limit)
+            self._reject(request)
+            return
+        request.body.append(data)
+
+    def on_message_complete(self) -> None:
+        request = self._current
+        self._current = None
+        if request is None or self._discarding:
+            return
+        self._queue.append(request)
+        if not self._busy:
+            self._next()
+        elif len(self._queue) >= _MAX_PIPELINED:
+            self._pause_reading()
+
+    # -- handling -----------------------------------------------------------------------
+
+    def _reject(self, request: _Request) -> None:
+        """A request that must not be read further: answer it (in order) and close."""
+        self._discarding = True
+        self._current = None
+        request.keep_alive = False
+        self._pause_reading()
+        self._queue.append(request)
+        if not self._busy:
+            self._next()
+
+    def _fatal(self, error: Exception) -> None:
+        request = self._current or _Request()
+        request.error = error
+        request.method = request.method or "GET"
+        self._reject(request)
+
+    def _next(self) -> None:
+        # Take the next parsed request; its answer (now or from a callback) calls us again.
+        while not self._busy and self._queue and self._transport is not None:
+            request = self._queue.popleft()
+            self._busy = True  # one request at a time per connection, answered in order
+            self._handle(request)
+
+    def _handle(self, request: _Request) -> None:
+        try:
+            if request.error is not None:
+                raise request.error
+            body = b"".join(request.body) if len(request.body) != 1 else request.body[0]
+            if request.encoding is not None:
+                body = bodies.decompress(body, request.encoding, self._limit)
+            if request.method == "POST" and request.path.endswith("/infer"):
+                pending = self._routes.begin_infer(request.path, body, request.header_length)
+                self._inflight = pending
+                pending.future.add_done_callback(
+                    lambda _, r=request, p=pending: self._loop.call_soon_threadsafe(
+                        self._infer_done, r, p
+                    )
+                )
+                return
+            self._task = self._loop.create_task(self._route(request, body))
+        except Exception as exc:
+            self._respond(request, *self._error(exc))
+
+    def _infer_done(self, request: _Request, pending: PendingInfer) -> None:
+        self._inflight = None
+        if self._transport is None:
+            return
+        try:
+            reply = pending.reply(pending.future.result())
+        except Exception as exc:  # the engine's error, or cancelled
+            reply = self._error(exc)
+        self._respond(request, *reply)
+
+    async def _route(self, request: _Request, body: bytes) -> None:
+        async def read_body() -> bytes:
+            return body
+
+        try:
+            reply = await self._routes.handle(
+                request.method, request.path, read_body, request.header_length
+            )
+        except Exception as exc:
+            reply = self._error(exc)
+        self._task = None
+        if self._transport is not None:
+            self._respond(request, *reply)
+
+    @staticmethod
+    def _error(exc: BaseException) -> Reply:
+        if isinstance(exc, asyncio.CancelledError):
+            exc = InvalidInput("the request was cancelled")
+        status, body = error_response(exc)
+        return status, body, JSON
+
+    def _respond(self, request: _Request, status: int, body: bytes, headers: Headers) -> None:
+        transport = self._transport
+        if transport is None:
+            return
+        body, encoding = bodies.maybe_compress(request.path, status, body, request.accept)
+        keep_alive = request.keep_alive and not self._closing
+        head = [_STATUS_LINES.get(status) or b"HTTP/1.1 %d X\r\n" % status, self._front_end.date]
+        for name, value in headers:
+            head += (name, b": ", value, b"\r\n")
+        if encoding is not None:
+            head.append(b"content-encoding: " + encoding + b"\r\n")
+        head.append(b"content-length: %d\r\n" % len(body))
+        if not keep_alive:
+            head.append(b"connection: close\r\n")
+        head.append(b"\r\n")
+        if request.method == "HEAD":
+            transport.write(b"".join(head))
+        elif len(body) < _LARGE_BODY:
+            head.append(body)
+            transport.write(b"".join(head))
+        else:
+            transport.write(b"".join(head))
+            transport.write(body)
+        self._busy = False
+        if not keep_alive:
+            transport.close()
+            return
+        if self._queue:
+            self._next()
+        else:
+            self.idle_since = time.monotonic()
+        self._maybe_resume_reading()
+
+    # -- front-end control --------------------------------------------------------------
+
+    def shutdown(self) -> None:
+        """Close when idle; otherwise after the response in progress."""
+        self._closing = True
+        idle = not self._busy and not self._queue and self._current is None
+        if idle and self._transport is not None:
+            self._transport.close()
+
+    def abort(self) -> None:
+        if self._transport is not None:
+            self._transport.abort()
+
+
+class HTTPToolsFrontEnd:
+    """The HTTP front end on :class:`HTTPProtocol`: listens, keeps the Date header fresh,
+    closes idle keep-alive connections, and stops gracefully."""
+
+    def __init__(self, routes: V2Routes, host: str, port: int, *, max_body_bytes: int) -> None:
+        self.name = "http"
+        self.routes = routes
+        self.max_body_bytes = max_body_bytes
+        self.connections: set[HTTPProtocol] = set()
+        self.date = b""
+        self._host = host
+        self._port = port
+        self._server: asyncio.Server | None = None
+        self._ticker: asyncio.Task[None] | None = None
+        self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]
+
+    @property
+    def port(self) -> int:
+        if self._server is not None and self._server.sockets:
+            return int(self._server.sockets[0].getsockname()[1])
+        return self._port
+
+    @property
+    def url(self) -> str:
+        host = f"[{self._host}]" if ":" in self._host else self._host
+        return f"http://{host}:{self.port}"
+
+    async def start(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self._refresh()
+        sock = bind(self._host, self._port)
+        self._server = await self.loop.create_server(lambda: HTTPProtocol(self), sock=sock)
+        self._ticker = self.loop.create_task(self._tick(), name="http-tick")
+        log.info("http listening on %s", self.url)
+
+    def _refresh(self) -> None:
+        self.date = b"date: " + formatdate(usegmt=True).encode() + b"\r\n"
+
+    async def _tick(self) -> None:
+        while True:
+            await asyncio.sleep(1.0)
+            self._refresh()
+            cutoff = time.monotonic() - KEEP_ALIVE_SECONDS
+            for connection in list(self.connections):
+                if connection.idle_since is not None and connection.idle_since < cutoff:
+                    connection.shutdown()
+
+    async def stop(self, timeout: float) -> None:
+        """Stop listening, close idle connections, let in-flight requests finish (bounded)."""
+        if self._ticker is not None:
+            self._ticker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._ticker
+        if self._server is None:
+            return
+        self._server.close()
+        for connection in list(self.connections):
+            connection.shutdown()
+        deadline = self.loop.time() + timeout
+        while self.connections and self.loop.time() < deadline:
+            await asyncio.sleep(0.02)
+        for connection in list(self.connections):
+            log.warning("closing a connection whose request did not finish in %.1f s", timeout)
+            connection.abort()
+        await self._server.wait_closed()
+        log.info("http stopped")
+
+
+def http_front_end(
+    routes: V2Routes, host: str, port: int, *, max_body_bytes: int, impl: str = "httptools"
+) -> Any:
+    """The HTTP front end by implementation name: httptools (default) or uvicorn (ASGI)."""
+    if impl == "httptools":
+        return HTTPToolsFrontEnd(routes, host, port, max_body_bytes=max_body_bytes)
+    if impl in ("uvicorn", "uvicorn-h11"):
+        from conveyor.server.frontend import ASGIFrontEnd
+        from conveyor.server.http.asgi import ASGIApp
+
+        app = ASGIApp(routes, max_body_bytes=max_body_bytes)
+        return ASGIFrontEnd(
+            "http", app, host, port, http="h11" if impl == "uvicorn-h11" else "httptools"
+        )
+    raise ValueError(f"unknown HTTP implementation {impl!r}; use httptools or uvicorn")

@@ -1,0 +1,178 @@
+"""Prometheus metrics on their own port, read from the engine's statistics at scrape time.
+
+The engine never creates metric objects: a custom collector turns
+``engine.statistics()`` into Triton's metric families when Prometheus scrapes, so existing
+Triton dashboards work. The one thing the engine does not keep is a latency distribution;
+the front ends record it in :class:`LatencyHistograms` (a lock and a bucket increment per
+request).
+
+Triton's counters have no ``_total`` suffix; we keep their exact names (text format 0.0.4).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import threading
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.metrics_core import HistogramMetricFamily, Metric
+
+from conveyor.server.frontend import ASGIFrontEnd
+
+if TYPE_CHECKING:
+    from conveyor.engine import Engine
+    from conveyor.engine.stats import ModelStatistics
+
+LABELS = ("model", "version")
+
+# (metric name, help, how to read it from ModelStatistics); durations become microseconds.
+COUNTERS: tuple[tuple[str, str, Callable[[ModelStatistics], int]], ...] = (
+    ("nv_inference_request_success", "Number of successful inference requests, all batch sizes",
+     lambda s: s.success.count),
+    ("nv_inference_request_failure", "Number of failed inference requests, all batch sizes",
+     lambda s: s.fail.count),
+    ("nv_inference_count", "Number of inferences performed (a batch of n counts n)",
+     lambda s: s.inference_count),
+    ("nv_inference_exec_count", "Number of model executions performed (a batch counts once)",
+     lambda s: s.execution_count),
+    ("nv_inference_request_duration_us", "Cumulative inference request duration in microseconds",
+     lambda s: (s.success.ns + s.fail.ns) // 1000),
+    ("nv_inference_queue_duration_us", "Cumulative inference queuing duration in microseconds",
+     lambda s: s.queue.ns // 1000),
+    ("nv_inference_compute_input_duration_us",
+     "Cumulative compute input duration in microseconds", lambda s: s.compute_input.ns // 1000),
+    ("nv_inference_compute_infer_duration_us",
+     "Cumulative compute inference duration in microseconds",
+     lambda s: s.compute_infer.ns // 1000),
+    ("nv_inference_compute_output_duration_us",
+     "Cumulative inference compute output duration in microseconds",
+     lambda s: s.compute_output.ns // 1000),
+)  # fmt: skip
+
+PENDING = "nv_inference_pending_request_count"
+LATENCY = "conveyor_inference_request_duration_seconds"
+LATENCY_BUCKETS = (
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+    1.0, 2.5, 5.0, 10.0,
+)  # fmt: skip
+
+
+class LatencyHistograms:
+    """End-to-end request latency as the front ends see it, per model, version, protocol."""
+
+    def __init__(self, buckets: tuple[float, ...] = LATENCY_BUCKETS) -> None:
+        self.buckets = buckets
+        self._lock = threading.Lock()
+        # (model, version, protocol) -> [count per bucket (+Inf last), sum]
+        self._series: dict[tuple[str, str, str], tuple[list[int], list[float]]] = {}
+
+    def observe(self, model: str, version: str, seconds: float, protocol: str = "http") -> None:
+        index = bisect.bisect_left(self.buckets, seconds)
+        key = (model, version, protocol)
+        with self._lock:
+            series = self._series.get(key)
+            if series is None:
+                series = self._series[key] = ([0] * (len(self.buckets) + 1), [0.0])
+            series[0][index] += 1
+            series[1][0] += seconds
+
+    def family(self) -> HistogramMetricFamily:
+        family = HistogramMetricFamily(
+            LATENCY,
+            "Inference request latency as the front end sees it (receive to response)",
+            labels=(*LABELS, "protocol"),
+        )
+        with self._lock:
+            series = [(key, list(c), total[0]) for key, (c, total) in self._series.items()]
+        for key, counts, total in sorted(series):
+            cumulative, running = [], 0
+            for bound, count in zip((*self.buckets, float("inf")), counts, strict=True):
+                running += count
+                cumulative.append((_bound(bound), running))
+            family.add_metric(list(key), cumulative, total)
+        return family
+
+
+def _bound(value: float) -> str:
+    return "+Inf" if value == float("inf") else repr(value)
+
+
+class EngineCollector:
+    """Reads the engine's statistics (and the latency histograms) at each scrape."""
+
+    def __init__(
+        self, engine: Callable[[], Engine | None], histograms: LatencyHistograms | None
+    ) -> None:
+        self._engine = engine
+        self._histograms = histograms
+
+    def collect(self) -> Iterator[Metric]:
+        engine = self._engine()
+        stats = engine.statistics() if engine is not None else []
+        for name, documentation, read in COUNTERS:
+            # A plain Metric keeps Triton's exact sample name (no "_total" suffix).
+            metric = Metric(name, documentation, "counter")
+            for s in stats:
+                metric.add_sample(name, _labels(s), read(s))
+            yield metric
+        pending = Metric(PENDING, "Instantaneous number of pending requests", "gauge")
+        for s in stats:
+            pending.add_sample(PENDING, _labels(s), s.pending)
+        yield pending
+        if self._histograms is not None:
+            yield self._histograms.family()
+
+
+def _labels(stats: ModelStatistics) -> dict[str, str]:
+    return {"model": stats.name, "version": str(stats.version)}
+
+
+def registry(
+    engine: Callable[[], Engine | None], histograms: LatencyHistograms | None
+) -> CollectorRegistry:
+    result = CollectorRegistry(auto_describe=False)
+    result.register(EngineCollector(engine, histograms))  # type: ignore[arg-type]
+    return result
+
+
+class MetricsApp:
+    """ASGI app: ``GET /metrics`` in Prometheus text format, built off the event loop."""
+
+    CONTENT_TYPE = b"text/plain; version=0.0.4; charset=utf-8"
+
+    def __init__(self, metrics_registry: CollectorRegistry) -> None:
+        self._registry = metrics_registry
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        if scope["path"] == "/metrics" and scope["method"] in ("GET", "HEAD"):
+            loop = asyncio.get_running_loop()
+            # Reading statistics takes the engine's locks: not on the event loop.
+            body = await loop.run_in_executor(None, generate_latest, self._registry)
+            status, content_type = 200, self.CONTENT_TYPE
+        else:
+            body, status, content_type = b"not found: metrics are at /metrics\n", 404, b"text/plain"
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": [
+                    (b"content-type", content_type),
+                    (b"content-length", b"%d" % len(body)),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+
+def metrics_front_end(
+    engine: Callable[[], Engine | None],
+    histograms: LatencyHistograms | None,
+    host: str,
+    port: int,
+) -> ASGIFrontEnd:
+    return ASGIFrontEnd("metrics", MetricsApp(registry(engine, histograms)), host, port)

@@ -1,0 +1,165 @@
+"""The server process: one event loop hosting every front end over one engine.
+
+The lifecycle is explicit, as in uvicorn: ``serve()`` installs the signal handlers (and is
+the only place that does), then ``startup()`` -> ``main_loop()`` -> ``shutdown()``.
+
+- startup: the front ends bind their ports first, so ``/v2/health/live`` answers while
+  the models load and ``/v2/health/ready`` says 400 until they are ready; then the engine
+  loads the repository on a worker thread.
+- SIGTERM / SIGINT: stop accepting, let every admitted request finish and be answered
+  (bounded by ``drain_timeout``), close the engine (which drains its queues), exit 0.
+  A second signal skips the wait.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+from collections.abc import Callable
+
+from conveyor.engine import Engine
+from conveyor.server.frontend import FrontEnd
+from conveyor.server.grpc.server import GRPCFrontEnd
+from conveyor.server.http.protocol import http_front_end
+from conveyor.server.http.routes import V2Routes
+from conveyor.server.metrics import LatencyHistograms, metrics_front_end
+from conveyor.server.settings import Settings
+from conveyor.server.state import ServerState
+
+log = logging.getLogger("conveyor.server")
+
+HANDLED_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class Server:
+    """``Server(settings).run()`` serves until SIGTERM/SIGINT and returns the exit code."""
+
+    def __init__(
+        self, settings: Settings, *, engine_factory: Callable[[], Engine] | None = None
+    ) -> None:
+        from conveyor import __version__
+
+        self.settings = settings
+        self.state = ServerState()  # the engine (once loaded) and readiness, for every front end
+        self.started = False
+        self.should_exit = False
+        self.force_exit = False
+        self.histograms = LatencyHistograms()
+        self.routes = V2Routes(self.state, version=__version__, histograms=self.histograms)
+        self.front_ends: list[FrontEnd] = []
+        self._engine_factory = engine_factory or self._engine_from_settings
+        self._wake: asyncio.Event | None = None
+
+    # -- running ----------------------------------------------------------------------------
+
+    def run(self) -> int:
+        with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+            return runner.run(self.serve())
+
+    async def serve(self) -> int:
+        loop = asyncio.get_running_loop()
+        self._wake = asyncio.Event()
+        for sig in HANDLED_SIGNALS:
+            loop.add_signal_handler(sig, self.handle_exit, sig)
+        try:
+            try:
+                await self.startup()
+            except Exception as exc:
+                log.error("server failed to start: %s", exc)
+                return 1
+            if not self.should_exit:
+                await self.main_loop()
+            return 0
+        finally:
+            await self.shutdown()
+            for sig in HANDLED_SIGNALS:
+                loop.remove_signal_handler(sig)
+
+    def handle_exit(self, sig: int) -> None:
+        if self.should_exit:
+            log.warning("second %s: not waiting for in-flight requests", signal.Signals(sig).name)
+            self.force_exit = True
+        else:
+            log.info("%s: draining, then exiting", signal.Signals(sig).name)
+        self.should_exit = True
+        if self._wake is not None:
+            self._wake.set()
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def build_front_ends(self) -> list[FrontEnd]:
+        """Every front end this server runs; a new protocol adds itself here."""
+        s = self.settings
+        front_ends: list[FrontEnd] = [
+            http_front_end(
+                self.routes, s.host, s.http_port, max_body_bytes=s.max_body_bytes, impl=s.http_impl
+            ),
+        ]
+        front_ends.append(
+            GRPCFrontEnd(
+                lambda: self.state.engine,
+                s.host,
+                s.grpc_port,
+                max_message_bytes=s.grpc_max_message_bytes,
+                histograms=self.histograms,
+            )
+        )
+        if s.metrics:
+            front_ends.append(
+                metrics_front_end(
+                    lambda: self.state.engine, self.histograms, s.host, s.metrics_port
+                )
+            )
+        return front_ends
+
+    async def startup(self) -> None:
+        self.front_ends = self.build_front_ends()
+        for front_end in self.front_ends:
+            await front_end.start()
+            self.started = True
+        loop = asyncio.get_running_loop()
+        # Loading models blocks for seconds: on a worker thread, while /v2/health/live answers.
+        engine = await loop.run_in_executor(None, self._engine_factory)
+        self.state.engine = engine
+        names = ", ".join(engine.model_names()) or "none"
+        log.info("ready: serving %s", names)
+
+    def _engine_from_settings(self) -> Engine:
+        s = self.settings
+        return Engine.from_repository(
+            s.repository, model_control=s.model_control, startup_models=list(s.load_model)
+        )
+
+    async def main_loop(self) -> None:
+        assert self._wake is not None
+        await self._wake.wait()
+
+    async def shutdown(self) -> None:
+        """Stop accepting, finish and answer admitted requests, close the engine."""
+        self.state.draining = True
+        timeout = 0.0 if self.force_exit else self.settings.drain_timeout
+        serving = [f for f in self.front_ends if f.name != "metrics"]
+        # Metrics keep answering until the end, so a scrape can watch the drain.
+        await asyncio.gather(*(f.stop(timeout) for f in serving), return_exceptions=True)
+        if self.state.engine is not None:
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(None, self.state.engine.close, timeout)
+        for front_end in self.front_ends:
+            if front_end not in serving:
+                with contextlib.suppress(Exception):
+                    await front_end.stop(0.5)
+        self.front_ends = []
+
+
+def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop where it is installed (faster on the infer path, see docs); else asyncio's."""
+    if sys.platform == "win32":
+        return None
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop

@@ -1,0 +1,145 @@
+"""The server's settings: one dataclass, and the command-line options generated from it.
+
+Each field is typed once, here, with its help text in the field's metadata; ``conveyor
+serve`` builds its options from these fields and turns the parsed options back into a
+:class:`Settings`, so the parameter list is never written out twice.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import types
+from collections.abc import Sequence
+from typing import Any, Union, get_args, get_origin, get_type_hints
+
+MiB = 1024 * 1024
+
+
+def _option(help: str, **extra: Any) -> Any:
+    return {"help": help, **extra}
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    repository: str | None = dataclasses.field(
+        default=None,
+        metadata=_option(
+            "model repository directory (default: the built-in example models)", positional=True
+        ),
+    )
+    host: str = dataclasses.field(
+        default="127.0.0.1",
+        metadata=_option(
+            "address to listen on; loopback by default so a fresh install is not exposed "
+            "to the network (use 0.0.0.0 to serve other machines)"
+        ),
+    )
+    http_port: int = dataclasses.field(default=8000, metadata=_option("HTTP/REST port"))
+    grpc_port: int = dataclasses.field(default=8001, metadata=_option("gRPC port"))
+    metrics_port: int = dataclasses.field(
+        default=8002, metadata=_option("Prometheus metrics port (GET /metrics)")
+    )
+    metrics: bool = dataclasses.field(default=True, metadata=_option("serve Prometheus metrics"))
+    model_control: str = dataclasses.field(
+        default="none",
+        metadata=_option(
+            "none: load every model at start, no load/unload; explicit: load only "
+            "--load-model models at start and allow load/unload requests",
+            choices=("none", "explicit"),
+        ),
+    )
+    load_model: tuple[str, ...] = dataclasses.field(
+        default=(),
+        metadata=_option(
+            "with --model-control explicit: a model to load at start (repeat for more)"
+        ),
+    )
+    max_body_bytes: int = dataclasses.field(
+        default=64 * MiB,
+        metadata=_option(
+            "largest request body accepted, after decompression (larger: 400, before reading)"
+        ),
+    )
+    grpc_max_message_bytes: int = dataclasses.field(
+        default=64 * MiB,
+        metadata=_option("largest gRPC message accepted or sent (larger: RESOURCE_EXHAUSTED)"),
+    )
+    http_impl: str = dataclasses.field(
+        default="httptools",
+        metadata=_option(
+            "HTTP implementation: httptools (ours, fastest) or uvicorn (the same routes as an "
+            "ASGI app on uvicorn)",
+            choices=("httptools", "uvicorn"),
+        ),
+    )
+    drain_timeout: float = dataclasses.field(
+        default=30.0,
+        metadata=_option(
+            "seconds to let in-flight requests finish on SIGTERM/SIGINT before giving up"
+        ),
+    )
+
+    def __post_init__(self) -> None:
+        for name in ("http_port", "grpc_port", "metrics_port"):
+            port = getattr(self, name)
+            if not 0 <= port <= 65535:
+                raise ValueError(f"{name} must be 0..65535, got {port}")
+        if self.max_body_bytes < 1:
+            raise ValueError("max_body_bytes must be at least 1")
+        if self.grpc_max_message_bytes < 1:
+            raise ValueError("grpc_max_message_bytes must be at least 1")
+        if self.drain_timeout < 0:
+            raise ValueError("drain_timeout must be >= 0")
+        if self.load_model and self.model_control != "explicit":
+            raise ValueError("--load-model needs --model-control explicit")
+
+
+def add_arguments(parser: argparse.ArgumentParser, cls: type = Settings) -> None:
+    """Add one command-line option per field of ``cls`` (a dataclass)."""
+    hints = get_type_hints(cls)
+    for field in dataclasses.fields(cls):
+        meta = dict(field.metadata)
+        kind = _base_type(hints[field.name])
+        kwargs: dict[str, Any] = {"help": meta.pop("help", None), "dest": field.name}
+        positional = meta.pop("positional", False)
+        kwargs.update(meta)
+        if kind is bool:
+            kwargs["action"] = argparse.BooleanOptionalAction
+        elif kind is tuple:
+            kwargs["action"] = "append"
+            kwargs["metavar"] = field.name.upper().removesuffix("S")
+        else:
+            kwargs["type"] = kind
+        kwargs["default"] = argparse.SUPPRESS  # unset options keep the dataclass default
+        if positional:
+            del kwargs["dest"]
+            parser.add_argument(field.name, nargs="?", **kwargs)
+        else:
+            kwargs["help"] = f"{kwargs['help']} (default: {_shown(field.default)})"
+            parser.add_argument("--" + field.name.replace("_", "-"), **kwargs)
+
+
+def from_arguments(args: argparse.Namespace, cls: type = Settings) -> Any:
+    """The dataclass ``cls`` from parsed options; fields not given keep their defaults."""
+    values = {}
+    for field in dataclasses.fields(cls):
+        if hasattr(args, field.name):
+            value = getattr(args, field.name)
+            values[field.name] = tuple(value) if isinstance(value, list) else value
+    return cls(**values)
+
+
+def _base_type(hint: Any) -> type:
+    """``int`` from ``int``, ``str`` from ``str | None``, ``tuple`` from ``tuple[str, ...]``."""
+    origin = get_origin(hint)
+    if origin in (Union, types.UnionType):
+        hint = next(arg for arg in get_args(hint) if arg is not type(None))
+        origin = get_origin(hint)
+    return origin if origin is not None else hint
+
+
+def _shown(default: Any) -> str:
+    if isinstance(default, Sequence) and not isinstance(default, str):
+        return "none" if not default else ", ".join(map(str, default))
+    return str(default)
