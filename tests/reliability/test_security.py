@@ -11,6 +11,7 @@ import ssl
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import grpc
@@ -167,6 +168,10 @@ def test_tritonclient_grpc_sends_the_token(auth_server: RunningServer) -> None:
         assert error.value.status() == "StatusCode.UNAUTHENTICATED"
 
 
+def _collect(into: list, result, error) -> None:  # type: ignore[no-untyped-def]
+    into.append((result, error))
+
+
 def test_grpc_stream_needs_the_token(auth_server: RunningServer) -> None:
     address = auth_server.grpc_url.removeprefix("grpc://")
     x = grpcclient.InferInput("INPUT0", [1, 16], "FP32")
@@ -174,8 +179,7 @@ def test_grpc_stream_needs_the_token(auth_server: RunningServer) -> None:
     for headers, expect_ok in ((None, False), ({"authorization": f"Bearer {TOKEN}"}, True)):
         results: list = []
         with grpcclient.InferenceServerClient(address) as client:
-            client.start_stream(lambda result, error: results.append((result, error)),
-                                headers=headers)  # fmt: skip
+            client.start_stream(partial(_collect, results), headers=headers)
             try:
                 client.async_stream_infer("tiny", [x])
             except InferenceServerException:
@@ -233,9 +237,8 @@ def test_tls_on_http_grpc_and_metrics(
             headers={"authorization": f"Bearer {TOKEN}"},
         )
         np.testing.assert_array_equal(result, X + 1)
-        with grpc.insecure_channel(address) as channel:
-            with pytest.raises(grpc.FutureTimeoutError):
-                grpc.channel_ready_future(channel).result(timeout=1)
+        with grpc.insecure_channel(address) as channel, pytest.raises(grpc.FutureTimeoutError):
+            grpc.channel_ready_future(channel).result(timeout=1)
         # Metrics over https, with the token.
         assert http_call(server.metrics_url, "GET", "", headers=GOOD, context=context)[0] == 200
         assert server.stop() == 0
@@ -262,7 +265,9 @@ HOSTILE_NAMES = [
 
 
 @pytest.fixture(scope="module")
-def traversal_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunningServer, Path]]:  # fmt: skip
+def traversal_server(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[RunningServer, Path]]:
     root = tmp_path_factory.mktemp("traversal")
     repository = build_repository(root / "models")
     # A model just outside the repository that leaves a mark if it is ever loaded.
@@ -279,7 +284,9 @@ EVIL_LOAD = """
 class Model:"""
 
 
-def test_model_names_never_leave_the_repository(traversal_server: tuple[RunningServer, Path]) -> None:  # fmt: skip
+def test_model_names_never_leave_the_repository(
+    traversal_server: tuple[RunningServer, Path],
+) -> None:
     server, root = traversal_server
     url = server.http_url
     for name in HOSTILE_NAMES:
@@ -313,10 +320,15 @@ def test_model_names_never_leave_the_repository(traversal_server: tuple[RunningS
     assert http_call(url, "GET", "/v2/models/tiny/ready")[0] == 200
 
 
-def test_raw_dot_segments_in_the_request_line(traversal_server: tuple[RunningServer, Path]) -> None:  # fmt: skip
+def test_raw_dot_segments_in_the_request_line(traversal_server: tuple[RunningServer, Path]) -> None:
     server, root = traversal_server
-    for target in (b"/v2/repository/models/../load", b"/v2/repository/models/%2e%2e/load",
-                   b"/v2/models/../../evil/infer", b"/v2/repository/models/..%5cevil/load"):  # fmt: skip
+    targets = (
+        b"/v2/repository/models/../load",
+        b"/v2/repository/models/%2e%2e/load",
+        b"/v2/models/../../evil/infer",
+        b"/v2/repository/models/..%5cevil/load",
+    )
+    for target in targets:
         request = b"POST " + target + b" HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n"
         answer = raw_exchange(server.http_port, request + b"Connection: close\r\n\r\n")
         assert answer.split(b" ")[1][:1] == b"4", (target, answer[:200])
