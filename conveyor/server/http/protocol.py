@@ -339,6 +339,8 @@ class HTTPProtocol(asyncio.Protocol):
         if isinstance(exc, asyncio.CancelledError):
             exc = InvalidInput("the request was cancelled")
         status, body = error_response(exc)
+        if isinstance(exc, RequestTimeout):
+            status = 408  # a transport matter, not a kind the engine knows
         return status, body, JSON
 
     def _respond(self, request: _Request, status: int, body: bytes, headers: Headers) -> None:
