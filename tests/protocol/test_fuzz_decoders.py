@@ -72,7 +72,11 @@ def only_conveyor_errors(call: Any, *args: Any) -> Any:
     shape=st.lists(st.integers(0, 6) | huge, max_size=4),
 )
 def test_json_data_decodes_or_says_why(data: Any, datatype: str, shape: list[int]) -> None:
-    result = only_conveyor_errors(json_codec.decode_data, data, datatype, tuple(shape), "input 'x'")
+    def decode() -> Any:  # the shape is checked first, as decode_request does
+        checked = json_codec.parse_shape(shape, "input 'x'")
+        return json_codec.decode_data(data, datatype, checked, "input 'x'")
+
+    result = only_conveyor_errors(decode)
     if result is not None:
         assert result.shape == tuple(shape)
 
@@ -130,7 +134,12 @@ def test_binary_tensor_checks_sizes_before_reading(
         start = reader.take(size, "input 'x'")
     except ConveyorError:
         return
-    only_conveyor_errors(binary.tensor, tail, start, size, datatype, tuple(shape), "input 'x'")
+
+    def decode() -> Any:
+        checked = json_codec.parse_shape(shape, "input 'x'")
+        return binary.tensor(tail, start, size, datatype, checked, "input 'x'")
+
+    only_conveyor_errors(decode)
 
 
 def tensor_objects() -> st.SearchStrategy[Any]:
