@@ -48,11 +48,21 @@ shape = [2]
 """
 
 
-class RepoBuilder:
-    """Writes models into ``path`` in Triton's layout."""
+INSTANCE_KINDS = ("thread", "process")
 
-    def __init__(self, path: Path) -> None:
+# Runs a test once per instance kind: its ``repo`` then writes python models with that kind.
+both_kinds = pytest.mark.parametrize("instance_kind", INSTANCE_KINDS)
+
+
+class RepoBuilder:
+    """Writes models into ``path`` in Triton's layout.
+
+    Python models get ``instance_kind`` unless their config names one itself.
+    """
+
+    def __init__(self, path: Path, instance_kind: str = "thread") -> None:
         self.path = path
+        self.instance_kind = instance_kind
         path.mkdir(parents=True, exist_ok=True)
 
     def onnx(
@@ -71,7 +81,10 @@ class RepoBuilder:
         folder = self.path / name / str(version)
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "model.py").write_text(textwrap.dedent(source))
-        (self.path / name / "config.toml").write_text(textwrap.dedent(config))
+        config = textwrap.dedent(config)
+        if self.instance_kind != "thread" and "instance_kind" not in config:
+            config = f'instance_kind = "{self.instance_kind}"\n{config}'  # top-level keys first
+        (self.path / name / "config.toml").write_text(config)
         return self.path / name
 
     def sleep_model(self, name: str = "sleep", instances: int = 1, queue: int = 64) -> Path:
@@ -79,5 +92,11 @@ class RepoBuilder:
 
 
 @pytest.fixture
-def repo(tmp_path: Path) -> RepoBuilder:
-    return RepoBuilder(tmp_path / "models")
+def instance_kind() -> str:
+    """The kind of instance ``repo`` gives python models; ``@both_kinds`` overrides it."""
+    return "thread"
+
+
+@pytest.fixture
+def repo(tmp_path: Path, instance_kind: str) -> RepoBuilder:
+    return RepoBuilder(tmp_path / "models", instance_kind)

@@ -12,6 +12,7 @@ from conveyor.backends import get_backend
 from conveyor.backends.base import LoadedModel
 from conveyor.engine.batcher import join_inputs, split_outputs, wanted_outputs
 from conveyor.engine.instances import ThreadInstances
+from conveyor.engine.processes import ProcessInstances, ProcessPool
 from conveyor.engine.request import Request
 from conveyor.engine.scheduler import BatchPolicy, RequestQueue
 from conveyor.engine.stats import ModelStatistics, StatsRecorder
@@ -27,26 +28,13 @@ class ModelVersion:
     """A model version loaded and running: ``submit`` checks a request and queues it."""
 
     def __init__(self, config: ModelConfig, version: int, version_dir: Path) -> None:
-        if config.instance_kind != "thread":
-            raise RepositoryError(
-                f"model {config.name!r}: instance_kind {config.instance_kind!r} is not "
-                'supported yet; use "thread"'
-            )
-        backend = get_backend(config.backend)
-        first = backend.load(config, version_dir)
-        loaded: list[LoadedModel] = [first]
-        try:
-            config = backend.complete_config(config, first)
-            if not config.inputs or not config.outputs:
-                raise RepositoryError(f"model {config.name!r}: it has no inputs or no outputs")
-            count = config.instance_count()
-            # A model that is not thread-safe gets one loaded copy per instance.
-            if not first.thread_safe:
-                loaded += [backend.load(config, version_dir) for _ in range(count - 1)]
-        except BaseException:
-            for model in loaded:
-                model.close()
-            raise
+        processes = None
+        if config.instance_kind == "process":
+            # The model loads once, in a zygote process that forks the workers from itself.
+            processes = ProcessPool(config, version_dir)
+            config, loaded, count = processes.config, [], config.instance_count()
+        else:
+            config, loaded, count = _load_in_this_process(config, version_dir)
         self.name = config.name
         self.version = version
         self.config = config
@@ -73,13 +61,23 @@ class ModelVersion:
             else None
         )
         self._policy = policy
-        self._instances = ThreadInstances(
-            f"{config.name}-v{version}",
-            loaded,
-            count,
-            take=lambda: self.queue.take(policy),
-            execute=self._execute,
-        )
+        self._instances: ThreadInstances | ProcessInstances
+        if processes is not None:
+            self._instances = ProcessInstances(
+                f"{config.name}-v{version}",
+                processes,
+                count,
+                take=lambda: self.queue.take(policy),
+                execute=self._execute,
+            )
+        else:
+            self._instances = ThreadInstances(
+                f"{config.name}-v{version}",
+                loaded,
+                count,
+                take=lambda: self.queue.take(policy),
+                execute=self._execute,
+            )
 
     # -- submitting -------------------------------------------------------------------------
 
@@ -290,6 +288,28 @@ class ModelVersion:
             for model in self._loaded:
                 model.close()
         return drained
+
+
+def _load_in_this_process(
+    config: ModelConfig, version_dir: Path
+) -> tuple[ModelConfig, list[LoadedModel], int]:
+    """Thread instances: one loaded copy shared by all, or one per instance if not thread-safe."""
+    backend = get_backend(config.backend)
+    first = backend.load(config, version_dir)
+    loaded: list[LoadedModel] = [first]
+    try:
+        config = backend.complete_config(config, first)
+        if not config.inputs or not config.outputs:
+            raise RepositoryError(f"model {config.name!r}: it has no inputs or no outputs")
+        count = config.instance_count()
+        # A model that is not thread-safe gets one loaded copy per instance.
+        if not first.thread_safe:
+            loaded += [backend.load(config, version_dir) for _ in range(count - 1)]
+    except BaseException:
+        for model in loaded:
+            model.close()
+        raise
+    return config, loaded, count
 
 
 def _ns(seconds: float) -> int:

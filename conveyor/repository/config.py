@@ -41,6 +41,8 @@ class ModelConfig:
     instances: int | None = None  # None: chosen from the machine's cores, see default_instances
     instance_kind: str = "thread"
     max_queue_size: int = 1024
+    # Seconds one execution may take before its worker process is killed (process instances).
+    execution_timeout_s: float | None = None
     dynamic_batching: DynamicBatching | None = None
     inputs: tuple[TensorSpec, ...] = ()
     outputs: tuple[TensorSpec, ...] = ()
@@ -72,6 +74,7 @@ _TOP_KEYS = {
     "instances",
     "instance_kind",
     "max_queue_size",
+    "execution_timeout_s",
     "dynamic_batching",
     "inputs",
     "outputs",
@@ -121,6 +124,24 @@ def parse_config(name: str, raw: Mapping[str, Any], *, backend: str | None = Non
     instance_kind = raw.get("instance_kind", "thread")
     if instance_kind not in INSTANCE_KINDS:
         raise fail(f"instance_kind must be one of {INSTANCE_KINDS}, got {instance_kind!r}")
+    execution_timeout_s = raw.get("execution_timeout_s")
+    if execution_timeout_s is not None:
+        if (
+            not isinstance(execution_timeout_s, int | float)
+            or isinstance(execution_timeout_s, bool)
+            or not 0 < execution_timeout_s < float("inf")
+        ):
+            raise fail(
+                f"execution_timeout_s must be a positive number of seconds, "
+                f"got {execution_timeout_s!r}"
+            )
+        if instance_kind != "process":
+            # A thread cannot be stopped from outside; only a process can be killed.
+            raise fail(
+                'execution_timeout_s needs instance_kind = "process": a running thread '
+                "instance cannot be stopped"
+            )
+        execution_timeout_s = float(execution_timeout_s)
 
     versions = raw.get("versions")
     if versions is not None:
@@ -165,6 +186,7 @@ def parse_config(name: str, raw: Mapping[str, Any], *, backend: str | None = Non
         instances=instances,
         instance_kind=instance_kind,
         max_queue_size=max_queue_size,
+        execution_timeout_s=execution_timeout_s,
         dynamic_batching=batching,
         inputs=_tensors(raw.get("inputs", []), "inputs", fail),
         outputs=_tensors(raw.get("outputs", []), "outputs", fail),

@@ -11,14 +11,16 @@ import pytest
 
 import conveyor
 from conveyor import Engine
+from tests.conftest import INSTANCE_KINDS, both_kinds
 
 
 def seconds(value: float) -> dict[str, np.ndarray]:
     return {"INPUT0": np.array([value], np.float32)}
 
 
-@pytest.fixture
-def sleepy(repo):
+@pytest.fixture(params=INSTANCE_KINDS)
+def sleepy(repo, request):
+    repo.instance_kind = request.param
     repo.sleep_model(instances=4)
     with Engine.from_repository(repo.path) as engine:
         yield engine
@@ -137,6 +139,7 @@ def test_done_callback_is_called_once_on_completion(sleepy):
     assert calls[0].result()["OUTPUT0"][0] == pytest.approx(0.1)
 
 
+@both_kinds
 def test_cancel_only_while_queued_and_a_cancelled_request_never_runs(repo):
     repo.sleep_model(instances=1)
     with Engine.from_repository(repo.path) as engine:

@@ -7,6 +7,7 @@ import pytest
 
 import conveyor
 from conveyor import Engine
+from tests.conftest import both_kinds
 
 
 @pytest.fixture(scope="module")
@@ -101,6 +102,7 @@ def test_lists_are_converted_to_the_declared_dtype(examples):
     assert out["OUTPUT0"].dtype == np.float32
 
 
+@both_kinds
 def test_requested_outputs_subset(repo):
     from tests.conftest import SLEEP_CONFIG, SLEEP_MODEL
 

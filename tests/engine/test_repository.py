@@ -9,6 +9,7 @@ import conveyor
 from conveyor import Engine
 from conveyor.examples import onnx_models
 from conveyor.repository.config import parse_config
+from tests.conftest import both_kinds
 
 
 def test_config_is_read_from_the_onnx_file_when_absent(repo):
@@ -123,6 +124,7 @@ def test_model_names_cannot_leave_the_repository(repo):
         assert engine.repository_index()[0].state == "UNAVAILABLE"
 
 
+@both_kinds
 def test_explicit_model_control_loads_and_unloads(repo):
     repo.onnx("tiny", onnx_models.tiny)
     repo.sleep_model(instances=1)

@@ -9,6 +9,9 @@ import pytest
 
 import conveyor
 from conveyor import Engine
+from tests.conftest import both_kinds
+
+pytestmark = both_kinds  # every test here runs on thread and on process instances
 
 
 def seconds(value: float) -> dict[str, np.ndarray]:

@@ -1,0 +1,108 @@
+"""The small control messages between the engine, a model's zygote and its workers.
+
+Only these are pickled; tensors travel through shared memory and a message carries where
+they lie (:class:`TensorRef`). Every request carries an id that its reply repeats, so a
+reply can never be matched to the wrong request. Errors cross as :class:`ConveyorError`
+values built from ``conveyor.errors`` classes only, so the engine can always unpickle them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from conveyor.errors import ConveyorError, ModelError
+from conveyor.repository.config import ModelConfig
+
+
+class _Message:
+    """Pickles as its class and field values: a third of the cost of a dataclass's default."""
+
+    __slots__ = ()
+
+    def __reduce__(self) -> tuple[type, tuple[object, ...]]:
+        return (type(self), tuple(getattr(self, name) for name in self.__slots__))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TensorRef(_Message):
+    """Where one tensor lies in a shared buffer.
+
+    ``dtype``: numpy's string for a built-in dtype ("<f4"), the dtype itself for others
+    (bfloat16), None for BYTES (length-prefixed elements).
+    """
+
+    name: str
+    dtype: str | np.dtype | None
+    shape: tuple[int, ...]
+    offset: int
+    nbytes: int
+
+
+# engine -> worker (its input buffer's fd rides along when the worker does not have it yet)
+@dataclasses.dataclass(frozen=True, slots=True)
+class Execute(_Message):
+    id: int
+    inputs: tuple[TensorRef, ...]
+    outputs: tuple[str, ...]
+    buffer_size: int
+
+
+# worker -> engine (its output buffer's fd rides along when the buffer is new)
+@dataclasses.dataclass(frozen=True, slots=True)
+class Executed(_Message):
+    id: int
+    outputs: tuple[TensorRef, ...]
+    buffer_size: int
+
+
+# worker or zygote -> engine
+@dataclasses.dataclass(frozen=True, slots=True)
+class Failed(_Message):
+    id: int
+    error: ConveyorError
+
+
+# zygote -> engine, once, after load(): the config as the backend completed it
+@dataclasses.dataclass(frozen=True, slots=True)
+class Loaded(_Message):
+    config: ModelConfig
+
+
+# engine -> zygote: fork a worker that serves the socket riding along as an fd
+@dataclasses.dataclass(frozen=True, slots=True)
+class Spawn(_Message):
+    id: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Spawned(_Message):
+    id: int
+    pid: int
+
+
+# engine -> zygote: collect a worker that has died or been killed, and say how it ended
+@dataclasses.dataclass(frozen=True, slots=True)
+class Reap(_Message):
+    id: int
+    pid: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Reaped(_Message):
+    id: int
+    pid: int
+    reason: str  # e.g. "was killed by signal SIGSEGV", "exited with status 3"
+
+
+def flatten_error(exc: BaseException, model: str) -> ConveyorError:
+    """A picklable error for ``exc`` whose class the engine is sure to have.
+
+    A model's own exception classes live in a module only the worker imported, and may not
+    pickle at all; they become ModelError with the same words a thread instance would use.
+    """
+    if isinstance(exc, ConveyorError):
+        base = next(c for c in type(exc).__mro__ if c.__module__ == ConveyorError.__module__)
+        return base(exc.message)
+    return ModelError(f"model {model!r} failed: {type(exc).__name__}: {exc}")

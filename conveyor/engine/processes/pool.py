@@ -1,0 +1,354 @@
+"""The engine's side of process instances: the zygote handle, worker slots, instance threads.
+
+Scheduling stays in the engine: each process instance is one engine thread that takes work
+from the model's queue exactly as a thread instance does, and hands the execution to its
+worker process instead of running it. So priorities, deadlines, cancellation, dynamic
+batching and completion order are the same code for both kinds; only ``run`` differs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+import mmap
+import os
+import signal
+import socket
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from conveyor.backends.base import LoadedModel
+from conveyor.engine.instances import Execute as ExecuteWork
+from conveyor.engine.instances import TakeWork, ThreadInstances
+from conveyor.engine.processes.channel import Channel
+from conveyor.engine.processes.messages import (
+    Execute,
+    Executed,
+    Failed,
+    Loaded,
+    Reap,
+    Reaped,
+    Spawn,
+    Spawned,
+)
+from conveyor.engine.processes.shm import SharedBuffer, attach, read_tensors, unmap, write_tensors
+from conveyor.engine.processes.zygote import fork_zygote
+from conveyor.errors import ModelError, RepositoryError
+from conveyor.repository.config import ModelConfig
+
+log = logging.getLogger("conveyor.engine.processes")
+
+_STOP_GRACE_S = 5.0  # how long a closing zygote may take before it is SIGKILLed
+
+
+class ProcessPool:
+    """A model's zygote (which holds the one loaded copy) and the workers forked from it.
+
+    Constructing one forks the zygote and waits until the model has loaded in it (or raises
+    RepositoryError with the reason). If the zygote dies later, its workers die with it and
+    the next :meth:`spawn` starts a new zygote, which loads the model again.
+    """
+
+    def __init__(self, config: ModelConfig, version_dir: Path) -> None:
+        if config.backend != "python":
+            raise RepositoryError(
+                f'model {config.name!r}: instance_kind "process" is for python models; '
+                f"{config.backend} models run on thread instances"
+            )
+        self.name = config.name
+        self.config = config
+        self._source = config  # as the repository gave it: what a restarted zygote loads
+        self._version_dir = version_dir
+        self._lock = threading.Lock()  # one zygote request/reply at a time
+        self._ids = itertools.count(1)
+        self._closed = False
+        self.generation = 0
+        self._pid, self._channel = self._start()
+
+    def _start(self) -> tuple[int, Channel]:
+        pid, channel = fork_zygote(self._source, self._version_dir)
+        try:
+            reply, _ = channel.recv()
+        except (EOFError, OSError):
+            reply = None
+        if not isinstance(reply, Loaded):
+            channel.close()
+            _stop_process(pid, 0)
+            if isinstance(reply, Failed):
+                raise RepositoryError(reply.error.message)
+            raise RepositoryError(f"model {self.name!r}: its zygote process died while loading")
+        self.config = reply.config
+        self.generation += 1
+        return pid, channel
+
+    def spawn(self) -> Worker:
+        """Fork a new worker from the zygote (restarting the zygote if it has died)."""
+        with self._lock:
+            for attempt in (1, 2):
+                if self._closed:
+                    raise ModelError(f"model {self.name!r} is shutting down")
+                ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+                try:
+                    request = Spawn(next(self._ids))
+                    self._channel.send(request, [theirs.fileno()])
+                    reply, _ = self._channel.recv()
+                    if isinstance(reply, Spawned) and reply.id == request.id:
+                        return Worker(reply.pid, Channel(ours), self.generation)
+                    raise EOFError  # an out-of-step zygote is as good as a dead one
+                except (EOFError, OSError):
+                    ours.close()
+                    if attempt == 2:
+                        raise ModelError(
+                            f"model {self.name!r}: could not start a worker process"
+                        ) from None
+                    self._restart_zygote()
+                finally:
+                    theirs.close()
+            raise AssertionError("unreachable")
+
+    def _restart_zygote(self) -> None:
+        log.warning(
+            "model %r: its zygote process %d died; starting a new one", self.name, self._pid
+        )
+        self._channel.close()
+        _stop_process(self._pid, 0)
+        try:
+            self._pid, self._channel = self._start()
+        except RepositoryError as exc:
+            raise ModelError(f"model {self.name!r}: reloading it failed: {exc.message}") from None
+
+    def reap(self, worker: Worker) -> str:
+        """Kill ``worker`` if it still runs, collect it, and say how it ended."""
+        with self._lock:
+            if worker.generation != self.generation or not self._zygote_running():
+                return "was stopped when its zygote process died"
+            # No pid reuse: the worker is the live zygote's child, and the zygote collects
+            # its workers only when asked (below).
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(worker.pid, signal.SIGKILL)
+            try:
+                request = Reap(next(self._ids), worker.pid)
+                self._channel.send(request)
+                reply, _ = self._channel.recv()
+            except (EOFError, OSError):
+                return "was stopped when its zygote process died"
+            if isinstance(reply, Reaped) and reply.id == request.id:
+                return reply.reason
+            return "ended (the zygote's answer was out of step)"
+
+    def _zygote_running(self) -> bool:
+        try:
+            return os.waitpid(self._pid, os.WNOHANG) == (0, 0)
+        except ChildProcessError:
+            return False
+
+    def close(self) -> None:
+        """Stop the zygote; it SIGKILLs and collects any worker still running first."""
+        with self._lock:
+            self._closed = True
+            self._channel.close()
+            _stop_process(self._pid, _STOP_GRACE_S)
+
+
+def _stop_process(pid: int, grace: float) -> None:
+    """Wait up to ``grace`` seconds for our child ``pid`` to exit, then SIGKILL and collect it."""
+    deadline = time.monotonic() + grace
+    while True:
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if done:
+            return
+        if time.monotonic() >= deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            return
+        time.sleep(0.005)
+
+
+class Worker:
+    """One worker process, as its slot sees it."""
+
+    def __init__(self, pid: int, channel: Channel, generation: int) -> None:
+        self.pid = pid
+        self.channel = channel
+        self.generation = generation
+        self.inputs = 0  # the generation of the slot's input buffer it has mapped
+        self.outputs: mmap.mmap | None = None  # its output buffer, once it has sent one
+
+    def close(self) -> None:
+        if self.outputs is not None:
+            unmap(self.outputs)
+            self.outputs = None
+        self.channel.close()
+
+
+class WorkerSlot(LoadedModel):
+    """One process instance: ``run`` ships an execution to its worker and waits for it.
+
+    A worker that dies or overruns the execution timeout fails the execution it held (and
+    only that one) with ModelError, and a new worker takes its place before ``run`` returns.
+    """
+
+    def __init__(self, pool: ProcessPool, index: int) -> None:
+        self.pool = pool
+        self.name = pool.name
+        self._timeout = pool.config.execution_timeout_s
+        self._inputs = SharedBuffer(f"{pool.name}-in-{index}")
+        self._ids = itertools.count(1)
+        self._closing = False
+        self._lock = threading.Lock()  # guards _worker between run() and close()
+        self._worker: Worker | None = pool.spawn()
+
+    def run(self, inputs: dict[str, np.ndarray], outputs: Sequence[str]) -> dict[str, np.ndarray]:
+        refs = write_tensors(self._inputs, inputs)
+        message = Execute(next(self._ids), refs, tuple(outputs), self._inputs.size)
+        worker = self._send(message)
+        try:
+            reply, fds = worker.channel.recv(timeout=self._timeout)
+        except TimeoutError:
+            self._replace(worker)
+            raise ModelError(
+                f"model {self.name!r} did not finish within its execution_timeout_s of "
+                f"{self._timeout:g} s; its worker process {worker.pid} was killed and replaced"
+            ) from None
+        except (EOFError, OSError):
+            if self._closing:
+                self._replace(worker)
+                raise ModelError(
+                    f"model {self.name!r} was closed while this request was running"
+                ) from None
+            reason = self._replace(worker)
+            raise ModelError(
+                f"model {self.name!r}: its worker process {worker.pid} {reason} while running "
+                "this request; a new worker process replaces it"
+            ) from None
+        if isinstance(reply, Failed) and reply.id == message.id:
+            raise reply.error
+        if not isinstance(reply, Executed) or reply.id != message.id:
+            for fd in fds:
+                os.close(fd)
+            self._replace(worker)
+            raise ModelError(f"model {self.name!r}: its worker process answered out of step")
+        if fds:
+            if worker.outputs is not None:
+                unmap(worker.outputs)
+            worker.outputs = attach(fds[0], reply.buffer_size)
+            for fd in fds[1:]:
+                os.close(fd)
+        return read_tensors(worker.outputs, reply.outputs, copy=True)
+
+    def _send(self, message: Execute) -> Worker:
+        """Send to a live worker: one found dead before it took the request is replaced."""
+        for attempt in (1, 2):
+            worker = self._live_worker()
+            generation = self._inputs.generation
+            fds = [self._inputs.fd] if worker.inputs != generation else []
+            try:
+                worker.channel.send(message, fds)
+            except OSError:
+                # It died while idle: the request never reached it, so it is not lost.
+                self._replace(worker)
+                if attempt == 2:
+                    raise ModelError(f"model {self.name!r}: its worker process died") from None
+                continue
+            worker.inputs = generation
+            return worker
+        raise AssertionError("unreachable")
+
+    def _live_worker(self) -> Worker:
+        with self._lock:
+            worker = self._worker
+        if worker is not None and worker.channel.readable(0):
+            # End of file while idle: it died between requests. Replace it before sending.
+            self._replace(worker)
+            with self._lock:
+                worker = self._worker
+        if worker is None:
+            with self._lock:
+                if self._closing:
+                    raise ModelError(f"model {self.name!r} is shutting down")
+                self._worker = worker = self.pool.spawn()
+        return worker
+
+    def _replace(self, worker: Worker) -> str:
+        """Retire ``worker`` (kill, collect) and start its successor; how the old one ended."""
+        reason = self.pool.reap(worker)
+        worker.close()
+        with self._lock:
+            if self._worker is worker:
+                self._worker = None
+            if self._closing:
+                return reason
+        log.warning("model %r: worker process %d %s", self.name, worker.pid, reason)
+        try:
+            successor = self.pool.spawn()
+        except ModelError as exc:
+            log.error("%s; the next request will try again", exc.message)
+            return reason
+        with self._lock:
+            self._worker = successor
+        return reason
+
+    def hang_up(self) -> None:
+        """Start closing: a run() waiting on the worker wakes up and fails its request."""
+        with self._lock:
+            self._closing = True
+            worker = self._worker
+        if worker is not None:
+            worker.channel.hang_up()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closing = True
+            worker, self._worker = self._worker, None
+        if worker is not None:
+            worker.close()  # the worker reads end of file and exits
+        self._inputs.close()
+
+
+class ProcessInstances:
+    """``count`` process instances: the same take/execute shape as :class:`ThreadInstances`.
+
+    Engine thread i takes work from the queue and calls ``execute(slots[i], batch)``; slot i
+    runs it in worker process i.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        pool: ProcessPool,
+        count: int,
+        take: TakeWork,
+        execute: ExecuteWork,
+    ) -> None:
+        self.pool = pool
+        self.slots: list[WorkerSlot] = []
+        try:
+            for index in range(count):
+                self.slots.append(WorkerSlot(pool, index))
+        except BaseException:
+            self._release()
+            raise
+        self._threads = ThreadInstances(name, self.slots, count, take, execute)
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Finish the requests taken (within ``timeout``), then stop every process."""
+        drained = self._threads.join(timeout)
+        if not drained:  # fail what is still running rather than leave processes behind
+            for slot in self.slots:
+                slot.hang_up()
+            self._threads.join(_STOP_GRACE_S)
+        self._release()
+        return drained
+
+    def _release(self) -> None:
+        for slot in self.slots:
+            slot.close()
+        self.pool.close()
