@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
@@ -63,7 +64,7 @@ def _serve(args: argparse.Namespace) -> int:
     from conveyor.server.settings import from_arguments
 
     try:
-        settings = from_arguments(args)
+        settings = from_arguments(args).with_environment(os.environ)
     except ValueError as exc:
         print(f"conveyor serve: {exc}", file=sys.stderr)
         return 2

@@ -17,6 +17,7 @@ import dataclasses
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -49,10 +50,11 @@ class RunningServer:
     metrics_port: int
     host: str = "127.0.0.1"
     log: typing.IO[bytes] | None = None
+    tls: bool = False
 
     @property
     def http_url(self) -> str:
-        return f"http://{self.host}:{self.http_port}"
+        return f"{'https' if self.tls else 'http'}://{self.host}:{self.http_port}"
 
     @property
     def grpc_url(self) -> str:
@@ -60,7 +62,7 @@ class RunningServer:
 
     @property
     def metrics_url(self) -> str:
-        return f"http://{self.host}:{self.metrics_port}/metrics"
+        return f"{'https' if self.tls else 'http'}://{self.host}:{self.metrics_port}/metrics"
 
     def output(self) -> str:
         """What the server has written to stdout/stderr so far."""
@@ -81,15 +83,26 @@ class RunningServer:
         return int(self.process.returncode)
 
 
-def wait_ready(url: str, timeout: float, process: subprocess.Popen[bytes] | None = None) -> None:
-    """Poll ``{url}/v2/health/ready`` until it answers 200; ServerFailed after ``timeout``."""
+def wait_ready(
+    url: str,
+    timeout: float,
+    process: subprocess.Popen[bytes] | None = None,
+    *,
+    ssl_context: ssl.SSLContext | None = None,
+) -> None:
+    """Poll ``{url}/v2/health/ready`` until it answers 200; ServerFailed after ``timeout``.
+
+    ``ssl_context`` verifies an https server (e.g. one trusting a test's own certificate).
+    """
     deadline = time.monotonic() + timeout
     last = "no answer"
     while time.monotonic() < deadline:
         if process is not None and process.poll() is not None:
             raise ServerFailed(f"server exited with code {process.returncode} before ready")
         try:
-            with urllib.request.urlopen(f"{url}/v2/health/ready", timeout=2) as response:
+            with urllib.request.urlopen(
+                f"{url}/v2/health/ready", timeout=2, context=ssl_context
+            ) as response:
                 if response.status == 200:
                     return
         except urllib.error.HTTPError as exc:
@@ -111,10 +124,13 @@ def run_server(
     env: Mapping[str, str] | None = None,
     ready_timeout: float = 60.0,
     wait: bool = True,
+    ssl_context: ssl.SSLContext | None = None,
 ) -> Iterator[RunningServer]:
     """Start ``conveyor serve`` in a subprocess; yield it once ready; stop it on exit.
 
     ``wait=False`` yields as soon as the process started (for tests of startup itself).
+    For a server started with ``--tls-cert``/``--tls-key`` pass ``ssl_context``, a client
+    context that trusts that certificate: readiness is then polled over https.
     """
     ports = {
         "http": http_port or free_port(),
@@ -139,11 +155,18 @@ def run_server(
     # A file, not a pipe: a chatty server must never block on a full pipe.
     log = tempfile.TemporaryFile()  # noqa: SIM115 (closed in the finally below)
     process = subprocess.Popen(command, env=child_env, stdout=log, stderr=subprocess.STDOUT)
-    server = RunningServer(process, ports["http"], ports["grpc"], ports["metrics"], log=log)
+    server = RunningServer(
+        process,
+        ports["http"],
+        ports["grpc"],
+        ports["metrics"],
+        log=log,
+        tls=ssl_context is not None,
+    )
     try:
         if wait:
             try:
-                wait_ready(server.http_url, ready_timeout, process)
+                wait_ready(server.http_url, ready_timeout, process, ssl_context=ssl_context)
             except ServerFailed as exc:
                 server.stop(5)
                 raise ServerFailed(f"{exc}\n--- server output ---\n{server.output()}") from None

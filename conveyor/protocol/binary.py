@@ -33,9 +33,11 @@ def parse_header_length(value: str | bytes | None, body_length: int) -> int | No
     if value is None:
         return None
     text = value.decode("latin-1") if isinstance(value, bytes) else value
-    if not text.strip().isdigit():
+    digits = text.strip(" \t")  # HTTP's optional whitespace, nothing else
+    # ASCII digits only: str.isdigit() also accepts "²", which int() refuses.
+    if not (digits.isascii() and digits.isdigit()):
         raise InvalidInput(f"{HEADER_LENGTH_HEADER} must be a non-negative integer, got {text!r}")
-    length = int(text)
+    length = int(digits)
     if length > body_length:
         raise InvalidInput(
             f"{HEADER_LENGTH_HEADER} is {length} but the body has only {body_length} bytes"

@@ -67,6 +67,25 @@ def element_size(datatype: str) -> int | None:
     return numpy_dtype(datatype).itemsize
 
 
+# No tensor may have more elements than this, counting a 0 dimension as 1: numpy refuses
+# shapes whose size in bytes overflows 64 bits even when another dimension is 0.
+MAX_ELEMENTS = 2**59
+
+
+def check_shape(shape: tuple[int, ...], where: str) -> tuple[int, ...]:
+    """``shape`` if every dimension is >= 0 and the tensor could exist; else InvalidInput."""
+    product = 1
+    for dim in shape:
+        if dim < 0:
+            raise InvalidInput(f"{where}: shape {list(shape)} has a negative dimension")
+        product *= max(dim, 1)
+    if product > MAX_ELEMENTS:
+        raise InvalidInput(
+            f"{where}: shape {list(shape)} is impossibly large (over {MAX_ELEMENTS} elements)"
+        )
+    return shape
+
+
 def element_count(shape: list[int] | tuple[int, ...]) -> int:
     count = 1
     for dim in shape:

@@ -20,10 +20,11 @@ import numpy as np
 import orjson
 
 from conveyor.errors import InvalidInput
-from conveyor.protocol.datatypes import BYTES, element_count, numpy_dtype
+from conveyor.protocol.datatypes import BYTES, check_shape, element_count, numpy_dtype
 
 _DUMPS_OPTIONS = orjson.OPT_SERIALIZE_NUMPY
 _HALF = ("FP16", "BF16")
+_NARROW_FLOATS = ("FP16", "BF16", "FP32")  # where a JSON number can overflow to inf
 
 
 def loads(data: bytes | bytearray | memoryview | str, what: str = "request body") -> Any:
@@ -42,7 +43,7 @@ def parse_shape(value: Any, where: str) -> tuple[int, ...]:
     """A request tensor's shape: a list of integers >= 0."""
     if not isinstance(value, list) or not all(type(dim) is int and dim >= 0 for dim in value):
         raise InvalidInput(f"{where}: 'shape' must be a list of integers >= 0, got {value!r}")
-    return tuple(value)
+    return check_shape(tuple(value), where)
 
 
 def decode_data(data: Any, datatype: str, shape: tuple[int, ...], where: str) -> np.ndarray:
@@ -70,7 +71,20 @@ def decode_data(data: Any, datatype: str, shape: tuple[int, ...], where: str) ->
         return _exact_integers(data, datatype, dtype, where).reshape(shape)
     if count:
         _check_values(parsed, datatype, dtype, where)
+    if datatype in _NARROW_FLOATS and count:
+        return _narrow_floats(parsed, datatype, dtype, where).reshape(shape)
     return parsed.astype(dtype, copy=False).reshape(shape)
+
+
+def _narrow_floats(parsed: np.ndarray, datatype: str, dtype: np.dtype, where: str) -> np.ndarray:
+    """Floats cast to ``dtype``; a finite value too large for it is refused, not made inf."""
+    with np.errstate(over="ignore"):
+        out = parsed.astype(dtype, copy=False)
+    # JSON has no infinities, so an infinite result can only be an overflow.
+    if not np.isfinite(out.astype(np.float64, copy=False)).all():
+        bad = parsed.reshape(-1)[~np.isfinite(out.reshape(-1).astype(np.float64))][0]
+        raise InvalidInput(f"{where}: value {bad} is out of range for {datatype}")
+    return out
 
 
 def _exact_integers(data: list[Any], datatype: str, dtype: np.dtype, where: str) -> np.ndarray:

@@ -14,7 +14,8 @@ from conveyor.errors import ModelNotFound, RepositoryError
 from conveyor.repository.config import ModelConfig, load_config_file, parse_config
 
 CONFIG_FILE = "config.toml"
-# Names that can be used in a URL path segment and never climb out of the repository.
+# Names that can be used in a URL path segment and never climb out of the repository
+# (fullmatch: "$" alone would let a trailing newline through).
 _MODEL_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}$")
 
 
@@ -39,12 +40,12 @@ class Repository:
 
     def model_names(self) -> list[str]:
         return sorted(
-            p.name for p in self.root.iterdir() if p.is_dir() and _MODEL_NAME.match(p.name)
+            p.name for p in self.root.iterdir() if p.is_dir() and _MODEL_NAME.fullmatch(p.name)
         )
 
     def source(self, name: str) -> ModelSource:
         """Read one model's folder; RepositoryError says what is wrong with it."""
-        if not _MODEL_NAME.match(name) or name in (".", ".."):
+        if not _MODEL_NAME.fullmatch(name) or name in (".", ".."):
             raise ModelNotFound(f"{name!r} is not a valid model name")
         path = self.root / name
         if not path.is_dir():

@@ -52,11 +52,20 @@ class ASGIFrontEnd:
     """
 
     def __init__(
-        self, name: str, app: Any, host: str, port: int, *, http: str = "httptools"
+        self,
+        name: str,
+        app: Any,
+        host: str,
+        port: int,
+        *,
+        http: str = "httptools",
+        tls: tuple[str, str] | None = None,
+        keep_alive_timeout: float = 30.0,
     ) -> None:
         self.name = name
         self._host = host
         self._port = port
+        self._tls = tls is not None
         self._config = uvicorn.Config(
             app,
             host=host,
@@ -69,7 +78,9 @@ class ASGIFrontEnd:
             log_config=None,
             server_header=False,
             # Keep idle connections open long enough for benchmark clients and kubelet probes.
-            timeout_keep_alive=30,
+            timeout_keep_alive=int(max(1, keep_alive_timeout)),
+            ssl_certfile=tls[0] if tls else None,
+            ssl_keyfile=tls[1] if tls else None,
         )
         self._server = uvicorn.Server(self._config)
         self._socket: socket.socket | None = None
@@ -82,7 +93,7 @@ class ASGIFrontEnd:
     @property
     def url(self) -> str:
         host = f"[{self._host}]" if ":" in self._host else self._host
-        return f"http://{host}:{self.port}"
+        return f"{'https' if self._tls else 'http'}://{host}:{self.port}"
 
     async def start(self) -> None:
         self._socket = bind(self._host, self._port)

@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.metrics_core import HistogramMetricFamily, Metric
 
+from conveyor.errors import Unauthenticated
+from conveyor.server.auth import CHALLENGE, BearerAuth
 from conveyor.server.frontend import ASGIFrontEnd
 
 if TYPE_CHECKING:
@@ -143,13 +145,28 @@ class MetricsApp:
 
     CONTENT_TYPE = b"text/plain; version=0.0.4; charset=utf-8"
 
-    def __init__(self, metrics_registry: CollectorRegistry) -> None:
+    def __init__(self, metrics_registry: CollectorRegistry, auth: BearerAuth | None = None) -> None:
         self._registry = metrics_registry
+        self._auth = auth
+
+    def _authorized(self, scope: dict[str, Any]) -> bool:
+        if self._auth is None:
+            return True
+        given = next((v for k, v in scope["headers"] if k == b"authorization"), None)
+        try:
+            self._auth.check(given)
+        except Unauthenticated:
+            return False
+        return True
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return
-        if scope["path"] == "/metrics" and scope["method"] in ("GET", "HEAD"):
+        extra: list[tuple[bytes, bytes]] = []
+        if not self._authorized(scope):
+            body, status, content_type = b"unauthorized: send a bearer token\n", 401, b"text/plain"
+            extra.append((b"www-authenticate", CHALLENGE))
+        elif scope["path"] == "/metrics" and scope["method"] in ("GET", "HEAD"):
             loop = asyncio.get_running_loop()
             # Reading statistics takes the engine's locks: not on the event loop.
             body = await loop.run_in_executor(None, generate_latest, self._registry)
@@ -163,6 +180,7 @@ class MetricsApp:
                 "headers": [
                     (b"content-type", content_type),
                     (b"content-length", b"%d" % len(body)),
+                    *extra,
                 ],
             }
         )
@@ -174,5 +192,9 @@ def metrics_front_end(
     histograms: LatencyHistograms | None,
     host: str,
     port: int,
+    *,
+    auth: BearerAuth | None = None,
+    tls: tuple[str, str] | None = None,
 ) -> ASGIFrontEnd:
-    return ASGIFrontEnd("metrics", MetricsApp(registry(engine, histograms)), host, port)
+    app = MetricsApp(registry(engine, histograms), auth)
+    return ASGIFrontEnd("metrics", app, host, port, tls=tls)

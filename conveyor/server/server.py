@@ -21,6 +21,7 @@ import sys
 from collections.abc import Callable
 
 from conveyor.engine import Engine
+from conveyor.server.auth import BearerAuth
 from conveyor.server.frontend import FrontEnd
 from conveyor.server.grpc.server import GRPCFrontEnd
 from conveyor.server.http.protocol import http_front_end
@@ -93,9 +94,20 @@ class Server:
     def build_front_ends(self) -> list[FrontEnd]:
         """Every front end this server runs; a new protocol adds itself here."""
         s = self.settings
+        auth = BearerAuth(s.auth_token) if s.auth_token is not None else None
+        tls = (s.tls_cert, s.tls_key) if s.tls_cert is not None and s.tls_key is not None else None
         front_ends: list[FrontEnd] = [
             http_front_end(
-                self.routes, s.host, s.http_port, max_body_bytes=s.max_body_bytes, impl=s.http_impl
+                self.routes,
+                s.host,
+                s.http_port,
+                max_body_bytes=s.max_body_bytes,
+                impl=s.http_impl,
+                auth=auth,
+                tls=tls,
+                header_timeout=s.http_header_timeout,
+                body_timeout=s.http_body_timeout,
+                keep_alive_timeout=s.http_keep_alive_timeout,
             ),
         ]
         front_ends.append(
@@ -105,12 +117,19 @@ class Server:
                 s.grpc_port,
                 max_message_bytes=s.grpc_max_message_bytes,
                 histograms=self.histograms,
+                auth=auth,
+                tls=tls,
             )
         )
         if s.metrics:
             front_ends.append(
                 metrics_front_end(
-                    lambda: self.state.engine, self.histograms, s.host, s.metrics_port
+                    lambda: self.state.engine,
+                    self.histograms,
+                    s.host,
+                    s.metrics_port,
+                    auth=auth,
+                    tls=tls,
                 )
             )
         return front_ends

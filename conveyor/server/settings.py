@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import types
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Union, get_args, get_origin, get_type_hints
 
 MiB = 1024 * 1024
+# Where the bearer token may come from instead of --auth-token (which other local users can
+# read in the process list). Read by :meth:`Settings.with_environment` only, never at import.
+AUTH_TOKEN_ENV = "CONVEYOR_AUTH_TOKEN"
 
 
 def _option(help: str, **extra: Any) -> Any:
@@ -79,6 +83,39 @@ class Settings:
             "seconds to let in-flight requests finish on SIGTERM/SIGINT before giving up"
         ),
     )
+    auth_token: str | None = dataclasses.field(
+        default=None,
+        repr=False,  # never in a log line or a traceback
+        metadata=_option(
+            "require 'Authorization: Bearer TOKEN' on every HTTP request and gRPC call except "
+            f"the server health checks (default: ${AUTH_TOKEN_ENV} if set, else no auth)"
+        ),
+    )
+    tls_cert: str | None = dataclasses.field(
+        default=None,
+        metadata=_option("PEM certificate (chain) file: serve HTTP, gRPC and metrics over TLS"),
+    )
+    tls_key: str | None = dataclasses.field(
+        default=None, metadata=_option("PEM private key file for --tls-cert")
+    )
+    http_header_timeout: float = dataclasses.field(
+        default=10.0,
+        metadata=_option(
+            "seconds a client may take to send a request's line and headers, from its first "
+            "byte; slower: 408 and the connection is closed (httptools implementation)"
+        ),
+    )
+    http_body_timeout: float = dataclasses.field(
+        default=30.0,
+        metadata=_option(
+            "seconds a client may leave a request body half-sent without sending more; "
+            "longer: 408 and the connection is closed (httptools implementation)"
+        ),
+    )
+    http_keep_alive_timeout: float = dataclasses.field(
+        default=30.0,
+        metadata=_option("seconds an idle HTTP connection is kept open before it is closed"),
+    )
 
     def __post_init__(self) -> None:
         for name in ("http_port", "grpc_port", "metrics_port"):
@@ -93,6 +130,35 @@ class Settings:
             raise ValueError("drain_timeout must be >= 0")
         if self.load_model and self.model_control != "explicit":
             raise ValueError("--load-model needs --model-control explicit")
+        for name in ("http_header_timeout", "http_body_timeout", "http_keep_alive_timeout"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be > 0 seconds")
+        if self.auth_token is not None and not _valid_token(self.auth_token):
+            raise ValueError(
+                "the auth token must be 1-4096 visible ASCII characters (no spaces), as an "
+                "HTTP header value can carry"
+            )
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError("--tls-cert and --tls-key go together; give both or neither")
+        for name in ("tls_cert", "tls_key"):
+            path = getattr(self, name)
+            if path is not None and not os.path.isfile(path):
+                raise ValueError(f"--{name.replace('_', '-')} {path!r} is not a file")
+
+    @property
+    def tls(self) -> bool:
+        return self.tls_cert is not None
+
+    def with_environment(self, environ: Mapping[str, str]) -> Settings:
+        """These settings with the token from ``$CONVEYOR_AUTH_TOKEN`` when none was given."""
+        token = environ.get(AUTH_TOKEN_ENV)
+        if self.auth_token is None and token:
+            return dataclasses.replace(self, auth_token=token)
+        return self
+
+
+def _valid_token(token: str) -> bool:
+    return 0 < len(token) <= 4096 and all(0x21 <= ord(c) <= 0x7E for c in token)
 
 
 def add_arguments(parser: argparse.ArgumentParser, cls: type = Settings) -> None:
@@ -116,7 +182,8 @@ def add_arguments(parser: argparse.ArgumentParser, cls: type = Settings) -> None
             del kwargs["dest"]
             parser.add_argument(field.name, nargs="?", **kwargs)
         else:
-            kwargs["help"] = f"{kwargs['help']} (default: {_shown(field.default)})"
+            if "(default:" not in kwargs["help"]:
+                kwargs["help"] = f"{kwargs['help']} (default: {_shown(field.default)})"
             parser.add_argument("--" + field.name.replace("_", "-"), **kwargs)
 
 

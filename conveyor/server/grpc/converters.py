@@ -22,7 +22,14 @@ import numpy as np
 
 from conveyor.errors import InvalidInput
 from conveyor.protocol import binary, bytes_codec
-from conveyor.protocol.datatypes import BYTES, DATATYPES, datatype_of, element_count, numpy_dtype
+from conveyor.protocol.datatypes import (
+    BYTES,
+    DATATYPES,
+    check_shape,
+    datatype_of,
+    element_count,
+    numpy_dtype,
+)
 from conveyor.protocol.parameters import (
     DEFAULT_OPTIONS,
     RequestOptions,
@@ -116,9 +123,7 @@ def decode_inputs(
             raise InvalidInput(f"input {name!r} appears more than once in the request")
         if tensor.parameters:
             check_tensor_parameters(parameter_values(tensor.parameters), f"input {name!r}")
-        shape = tuple(tensor.shape)
-        if any(dim < 0 for dim in shape):
-            raise InvalidInput(f"input {name!r}: shape {list(shape)} has a negative dimension")
+        shape = check_shape(tuple(tensor.shape), f"input {name!r}")
         if raw:
             if tensor.HasField("contents"):
                 raise InvalidInput(

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING
 import grpc
 
 from conveyor.engine import Engine
+from conveyor.server.auth import BearerAuth
+from conveyor.server.grpc.auth import TokenInterceptor
 from conveyor.server.grpc.service import generic_handler
 from conveyor.server.grpc.servicer import InferenceServicer
 
@@ -32,31 +34,43 @@ async def start_grpc_server(
     *,
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     histograms: LatencyHistograms | None = None,
+    auth: BearerAuth | None = None,
+    tls: tuple[str, str] | None = None,
 ) -> grpc.aio.Server:
     """Serve ``inference.GRPCInferenceService`` for ``engine`` on ``host:port``; return the server.
 
     ``engine`` may be a function returning the engine, or None while the models still load
     (the server binds its ports first). Messages larger than ``max_message_bytes`` either
-    way are refused by gRPC itself (RESOURCE_EXHAUSTED) before any of it is parsed. Raises
-    OSError if the port is taken.
+    way are refused by gRPC itself (RESOURCE_EXHAUSTED) before any of it is parsed. With
+    ``auth``, calls other than ServerLive/ServerReady need the bearer token; with ``tls``
+    (certificate file, key file) the port speaks TLS only. Raises OSError if the port is
+    taken.
     """
     get_engine = engine if callable(engine) else (lambda: engine)
     servicer = InferenceServicer(get_engine, histograms=histograms)
     server = grpc.aio.server(
+        interceptors=[TokenInterceptor(auth)] if auth is not None else None,
         options=[
             ("grpc.max_receive_message_length", max_message_bytes),
             ("grpc.max_send_message_length", max_message_bytes),
             # gRPC sets SO_REUSEPORT by default, which lets a second server bind a port that is
             # already serving and silently share its traffic; fail loudly instead.
             ("grpc.so_reuseport", 0),
-        ]
+        ],
     )
     server.add_generic_rpc_handlers(
         (generic_handler(servicer.implementations(), servicer.codecs()),)
     )
     address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     try:
-        bound = server.add_insecure_port(address)
+        if tls is not None:
+            from conveyor.server.tls import read_pair
+
+            cert, key = read_pair(*tls)
+            credentials = grpc.ssl_server_credentials([(key, cert)])
+            bound = server.add_secure_port(address, credentials)
+        else:
+            bound = server.add_insecure_port(address)
     except RuntimeError as exc:  # newer grpcio raises instead of returning 0
         raise OSError(f"cannot serve gRPC on {address}: {exc}") from None
     if bound == 0:
@@ -83,7 +97,11 @@ class GRPCFrontEnd:
         *,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         histograms: LatencyHistograms | None = None,
+        auth: BearerAuth | None = None,
+        tls: tuple[str, str] | None = None,
     ) -> None:
+        self._auth = auth
+        self._tls = tls
         self._engine = engine
         self._host = host
         self._port = port
@@ -103,6 +121,8 @@ class GRPCFrontEnd:
             self._port,
             max_message_bytes=self._max_message_bytes,
             histograms=self._histograms,
+            auth=self._auth,
+            tls=self._tls,
         )
         log.info("%s listening on %s", self.name, self.url)
 

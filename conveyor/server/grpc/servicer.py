@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import grpc
 from google.protobuf import json_format
-from google.protobuf.message import Message
+from google.protobuf.message import DecodeError, Message
 
 from conveyor import __version__
 from conveyor.engine import Engine
@@ -116,9 +116,11 @@ class InferenceServicer:
             ),
         }
 
-    async def ModelInfer(self, received: Received, context: Context) -> Any:
+    async def ModelInfer(self, received: Received | InvalidInput, context: Context) -> Any:
         started = self._clock()
         try:
+            if isinstance(received, InvalidInput):
+                raise received  # the message itself could not be parsed
             call = converters.infer_call(*received)
             future, version = self._submit(call, context)
             try:
@@ -134,10 +136,10 @@ class InferenceServicer:
                 self._histograms.observe(call.model, version, self._clock() - started, "grpc")
             return response
         except ConveyorError as exc:
-            await context.abort(status_code(exc.kind), exc.message)
+            await context.abort(status_code(exc.kind), _details(exc.message))
         except Exception as exc:
             error = _unexpected(exc, "ModelInfer")
-            await context.abort(status_code(error.kind), error.message)
+            await context.abort(status_code(error.kind), _details(error.message))
 
     def _submit(self, call: converters.InferCall, context: Context) -> tuple[InferFuture, str]:
         timeout = call.options.timeout
@@ -160,7 +162,7 @@ class InferenceServicer:
         return future, version
 
     async def ModelStreamInfer(
-        self, requests: AsyncIterator[Received], context: Context
+        self, requests: AsyncIterator[Received | InvalidInput], context: Context
     ) -> AsyncIterator[pb.ModelStreamInferResponse]:
         """Run every request of the stream at once; answer each the moment it completes.
 
@@ -180,8 +182,12 @@ class InferenceServicer:
         async def read() -> None:
             nonlocal unanswered
             try:
-                async for request, raw in requests:
+                async for received in requests:
                     unanswered += 1
+                    if isinstance(received, InvalidInput):
+                        answers.put_nowait(_stream_error("", "", "", received))
+                        continue
+                    request, raw = received
                     try:
                         call = converters.infer_call(request, raw)
                         future, version = self._submit(call, context)
@@ -317,18 +323,36 @@ async def _answer(context: Context, what: str, work: Awaitable[Any]) -> Any:
     try:
         return await work
     except ConveyorError as exc:
-        await context.abort(status_code(exc.kind), exc.message)
+        await context.abort(status_code(exc.kind), _details(exc.message))
     except Exception as exc:
         error = _unexpected(exc, what)
-        await context.abort(status_code(error.kind), error.message)
+        await context.abort(status_code(error.kind), _details(error.message))
 
 
 Received = tuple[pb.ModelInferRequest, Sequence[bytes | memoryview]]
 
 
-def _read_infer_request(data: bytes) -> Received:
+def _read_infer_request(data: bytes) -> Received | InvalidInput:
     # The raw tensors stay views into the received bytes (wire.split_raw): no copies.
-    return wire.split_raw(data, pb.ModelInferRequest, wire.RAW_INPUT_FIELD)
+    try:
+        return wire.split_raw(data, pb.ModelInferRequest, wire.RAW_INPUT_FIELD)
+    except DecodeError as exc:
+        # Raised here, gRPC would answer UNKNOWN; the handler answers INVALID_ARGUMENT.
+        return InvalidInput(f"the request is not a valid ModelInferRequest message: {exc}")
+
+
+# gRPC carries the status message in a trailer, and clients refuse trailers over 16 KiB
+# (the call then fails RESOURCE_EXHAUSTED, hiding the real error): messages that quote a
+# huge name from the request are cut short.
+MAX_DETAILS = 4096
+
+
+def _details(message: str) -> str:
+    if len(message) <= MAX_DETAILS:
+        return message
+    # Keep both ends: the start names the field, the end usually says what was expected.
+    half = MAX_DETAILS // 2
+    return f"{message[:half]}...({len(message) - 2 * half} characters cut)...{message[-half:]}"
 
 
 def _write_infer_response(response: bytes | Message) -> bytes:
@@ -380,4 +404,6 @@ def _stream_error(
     """
     response = pb.ModelInferResponse(model_name=model, model_version=version, id=request_id)
     response.parameters["error_code"].string_param = status_code(error.kind).name
-    return pb.ModelStreamInferResponse(error_message=error.message, infer_response=response)
+    return pb.ModelStreamInferResponse(
+        error_message=_details(error.message), infer_response=response
+    )

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from conveyor.errors import Unauthenticated
+from conveyor.server.auth import CHALLENGE, OPEN_HTTP_PATHS, BearerAuth
 from conveyor.server.http import body as bodies
 from conveyor.server.http.errors import error_response
 from conveyor.server.http.routes import JSON, V2Routes
@@ -24,16 +26,21 @@ class ClientGone(Exception):
 class ASGIApp:
     """ASGI 3 application serving the V2 routes."""
 
-    def __init__(self, routes: V2Routes, *, max_body_bytes: int) -> None:
+    def __init__(
+        self, routes: V2Routes, *, max_body_bytes: int, auth: BearerAuth | None = None
+    ) -> None:
         self.routes = routes
         self.max_body_bytes = max_body_bytes
+        self.auth = auth
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return  # lifespan is off; websockets are not served
-        content_length = encoding = accept = header_length = None
+        content_length = encoding = accept = header_length = authorization = None
         for name, value in scope["headers"]:
-            if name == b"content-length":
+            if name == b"authorization":
+                authorization = value
+            elif name == b"content-length":
                 content_length = value
             elif name == b"inference-header-content-length":
                 header_length = value
@@ -52,6 +59,12 @@ class ASGIApp:
 
         path = scope["path"]
         try:
+            if self.auth is not None and path not in OPEN_HTTP_PATHS:
+                try:
+                    self.auth.check(authorization)
+                except Unauthenticated:
+                    state.unread = True  # the body is never read: close after answering
+                    raise
             status, body, headers = await self.routes.handle(
                 scope["method"], path, read_body, header_length
             )
@@ -60,6 +73,8 @@ class ASGIApp:
         except Exception as exc:
             status, body = error_response(exc)
             headers = list(JSON)
+            if status == 401:
+                headers.append((b"www-authenticate", CHALLENGE))
             if state.unread:
                 # The rest of the body was never read: this connection cannot be reused.
                 headers.append(_CLOSE)

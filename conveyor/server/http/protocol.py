@@ -12,6 +12,12 @@ requests (answered in order, one at a time), chunked request bodies (httptools d
 them), ``Expect: 100-continue``, HEAD (no body), body limits before reading, a cap on the
 request head size, write back-pressure, idle keep-alive timeout, and a graceful stop that
 lets in-flight requests finish. Malformed HTTP gets 400 and the connection is closed.
+
+Slow senders cannot hold a connection: the request line and headers must arrive within
+``header_timeout`` of their first byte, and a body may not stall for ``body_timeout``;
+past either the client gets 408 and is disconnected. With a bearer token configured, a
+request without it is refused (401) as soon as its headers are read: its body is never
+read.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import asyncio
 import collections
 import contextlib
 import logging
+import ssl
 import time
 from email.utils import formatdate
 from typing import Any
@@ -27,7 +34,8 @@ from urllib.parse import unquote
 
 import httptools
 
-from conveyor.errors import InvalidInput
+from conveyor.errors import ConveyorError, InvalidInput, Unauthenticated
+from conveyor.server.auth import CHALLENGE, OPEN_HTTP_PATHS, BearerAuth
 from conveyor.server.frontend import bind
 from conveyor.server.http import body as bodies
 from conveyor.server.http.errors import error_response
@@ -37,6 +45,8 @@ log = logging.getLogger("conveyor.http")
 
 MAX_HEAD_BYTES = 64 * 1024  # request line + headers
 KEEP_ALIVE_SECONDS = 30.0
+HEADER_TIMEOUT_SECONDS = 10.0
+BODY_TIMEOUT_SECONDS = 30.0
 _LARGE_BODY = 64 * 1024  # above this, head and body are written separately (no join copy)
 # Pipelined requests parsed ahead of their turn; past this, stop reading the connection.
 # (Pausing costs syscalls, so it is not done per request.)
@@ -44,7 +54,7 @@ _MAX_PIPELINED = 4
 
 _REASONS = {
     200: b"OK", 400: b"Bad Request", 401: b"Unauthorized", 404: b"Not Found",
-    500: b"Internal Server Error", 503: b"Service Unavailable",
+    408: b"Request Timeout", 500: b"Internal Server Error", 503: b"Service Unavailable",
 }  # fmt: skip
 _STATUS_LINES = {code: b"HTTP/1.1 %d %s\r\n" % (code, reason) for code, reason in _REASONS.items()}
 _INTERESTING = frozenset(
@@ -54,13 +64,21 @@ _INTERESTING = frozenset(
         b"accept-encoding",
         b"inference-header-content-length",
         b"expect",
+        b"authorization",
     )
 )
+
+
+class RequestTimeout(ConveyorError):
+    """The client sent part of a request and then too little for too long (HTTP 408)."""
+
+    kind = InvalidInput.kind
 
 
 class _Request:
     __slots__ = (
         "accept",
+        "authorization",
         "body",
         "encoding",
         "error",
@@ -79,6 +97,7 @@ class _Request:
         self.size = 0
         self.encoding: bytes | None = None
         self.accept: bytes | None = None
+        self.authorization: bytes | None = None
         self.header_length: bytes | None = None
         self.keep_alive = True
         self.expect_continue = False
@@ -107,6 +126,8 @@ class HTTPProtocol(asyncio.Protocol):
         self._write_paused = False
         self._read_paused = False
         self.idle_since: float | None = time.monotonic()
+        # While a request is being read: when the client must have sent more (or be cut off).
+        self.read_deadline: float | None = None
 
     # -- asyncio.Protocol ---------------------------------------------------------------
 
@@ -161,6 +182,7 @@ class HTTPProtocol(asyncio.Protocol):
     # -- httptools callbacks ------------------------------------------------------------
 
     def on_message_begin(self) -> None:
+        self.read_deadline = time.monotonic() + self._front_end.header_timeout
         self._current = _Request()
         self._url = b""
         self._head_bytes = 0
@@ -191,6 +213,8 @@ class HTTPProtocol(asyncio.Protocol):
             request.accept = value
         elif name == b"expect" and value.lower() == b"100-continue":
             request.expect_continue = True
+        elif name == b"authorization":
+            request.authorization = value
 
     def on_headers_complete(self) -> None:
         request = self._current
@@ -202,6 +226,13 @@ class HTTPProtocol(asyncio.Protocol):
             url = httptools.parse_url(url).path or b"/"
         path = url.decode("latin-1")
         request.path = unquote(path) if "%" in path else path
+        auth = self._front_end.auth
+        if auth is not None and request.path not in OPEN_HTTP_PATHS:
+            try:
+                auth.check(request.authorization)
+            except Unauthenticated as exc:
+                request.error = exc  # first: a stranger learns nothing else, not even limits
+        self.read_deadline = time.monotonic() + self._front_end.body_timeout
         if request.error is not None:
             # Refuse now (e.g. Content-Length over the limit): never read that body.
             self._reject(request)
@@ -214,6 +245,7 @@ class HTTPProtocol(asyncio.Protocol):
         if request is None or request.error is not None:
             return
         request.size += len(data)
+        self.read_deadline = time.monotonic() + self._front_end.body_timeout
         if request.size > self._limit:
             request.error = bodies.too_large(f"more than {self._limit} bytes", self._limit)
             self._reject(request)
@@ -221,6 +253,7 @@ class HTTPProtocol(asyncio.Protocol):
         request.body.append(data)
 
     def on_message_complete(self) -> None:
+        self.read_deadline = None
         request = self._current
         self._current = None
         if request is None or self._discarding:
@@ -237,6 +270,7 @@ class HTTPProtocol(asyncio.Protocol):
         """A request that must not be read further: answer it (in order) and close."""
         self._discarding = True
         self._current = None
+        self.read_deadline = None
         request.keep_alive = False
         self._pause_reading()
         self._queue.append(request)
@@ -305,6 +339,8 @@ class HTTPProtocol(asyncio.Protocol):
         if isinstance(exc, asyncio.CancelledError):
             exc = InvalidInput("the request was cancelled")
         status, body = error_response(exc)
+        if isinstance(exc, RequestTimeout):
+            status = 408  # a transport matter, not a kind the engine knows
         return status, body, JSON
 
     def _respond(self, request: _Request, status: int, body: bytes, headers: Headers) -> None:
@@ -319,6 +355,8 @@ class HTTPProtocol(asyncio.Protocol):
         if encoding is not None:
             head.append(b"content-encoding: " + encoding + b"\r\n")
         head.append(b"content-length: %d\r\n" % len(body))
+        if status == 401:
+            head.append(b"www-authenticate: " + CHALLENGE + b"\r\n")
         if not keep_alive:
             head.append(b"connection: close\r\n")
         head.append(b"\r\n")
@@ -353,15 +391,47 @@ class HTTPProtocol(asyncio.Protocol):
         if self._transport is not None:
             self._transport.abort()
 
+    def check_read_timeout(self, now: float) -> None:
+        """Cut off a client that stalled mid-request (408, then close)."""
+        deadline = self.read_deadline
+        if deadline is None or now < deadline or self._read_paused or self._discarding:
+            return  # not reading a request, in time, or we are the ones not reading
+        in_head = self._current is not None and not self._current.method
+        what = "its headers" if in_head else "its body"
+        limit = self._front_end.header_timeout if in_head else self._front_end.body_timeout
+        log.info("closing a connection that stalled while sending %s", what)
+        self._fatal(
+            RequestTimeout(
+                f"the request was not sent in time: {what} stalled for more than {limit:g} s"
+            )
+        )
+
 
 class HTTPToolsFrontEnd:
     """The HTTP front end on :class:`HTTPProtocol`: listens, keeps the Date header fresh,
     closes idle keep-alive connections, and stops gracefully."""
 
-    def __init__(self, routes: V2Routes, host: str, port: int, *, max_body_bytes: int) -> None:
+    def __init__(
+        self,
+        routes: V2Routes,
+        host: str,
+        port: int,
+        *,
+        max_body_bytes: int,
+        auth: BearerAuth | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+        header_timeout: float = HEADER_TIMEOUT_SECONDS,
+        body_timeout: float = BODY_TIMEOUT_SECONDS,
+        keep_alive_timeout: float = KEEP_ALIVE_SECONDS,
+    ) -> None:
         self.name = "http"
         self.routes = routes
         self.max_body_bytes = max_body_bytes
+        self.auth = auth
+        self.header_timeout = header_timeout
+        self.body_timeout = body_timeout
+        self.keep_alive_timeout = keep_alive_timeout
+        self._ssl = ssl_context
         self.connections: set[HTTPProtocol] = set()
         self.date = b""
         self._host = host
@@ -379,13 +449,20 @@ class HTTPToolsFrontEnd:
     @property
     def url(self) -> str:
         host = f"[{self._host}]" if ":" in self._host else self._host
-        return f"http://{host}:{self.port}"
+        scheme = "https" if self._ssl is not None else "http"
+        return f"{scheme}://{host}:{self.port}"
 
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
         self._refresh()
         sock = bind(self._host, self._port)
-        self._server = await self.loop.create_server(lambda: HTTPProtocol(self), sock=sock)
+        self._server = await self.loop.create_server(
+            lambda: HTTPProtocol(self),
+            sock=sock,
+            ssl=self._ssl,
+            # A client that never finishes its TLS handshake is a slow sender too.
+            ssl_handshake_timeout=self.header_timeout if self._ssl is not None else None,
+        )
         self._ticker = self.loop.create_task(self._tick(), name="http-tick")
         log.info("http listening on %s", self.url)
 
@@ -396,10 +473,13 @@ class HTTPToolsFrontEnd:
         while True:
             await asyncio.sleep(1.0)
             self._refresh()
-            cutoff = time.monotonic() - KEEP_ALIVE_SECONDS
+            now = time.monotonic()
+            cutoff = now - self.keep_alive_timeout
             for connection in list(self.connections):
                 if connection.idle_since is not None and connection.idle_since < cutoff:
                     connection.shutdown()
+                else:
+                    connection.check_read_timeout(now)
 
     async def stop(self, timeout: float) -> None:
         """Stop listening, close idle connections, let in-flight requests finish (bounded)."""
@@ -423,17 +503,49 @@ class HTTPToolsFrontEnd:
 
 
 def http_front_end(
-    routes: V2Routes, host: str, port: int, *, max_body_bytes: int, impl: str = "httptools"
+    routes: V2Routes,
+    host: str,
+    port: int,
+    *,
+    max_body_bytes: int,
+    impl: str = "httptools",
+    auth: BearerAuth | None = None,
+    tls: tuple[str, str] | None = None,
+    header_timeout: float = HEADER_TIMEOUT_SECONDS,
+    body_timeout: float = BODY_TIMEOUT_SECONDS,
+    keep_alive_timeout: float = KEEP_ALIVE_SECONDS,
 ) -> Any:
-    """The HTTP front end by implementation name: httptools (default) or uvicorn (ASGI)."""
+    """The HTTP front end by implementation name: httptools (default) or uvicorn (ASGI).
+
+    ``tls`` is (certificate file, key file). The read timeouts apply to httptools only;
+    uvicorn has its keep-alive timeout but no header or body timeout.
+    """
     if impl == "httptools":
-        return HTTPToolsFrontEnd(routes, host, port, max_body_bytes=max_body_bytes)
+        from conveyor.server.tls import server_context
+
+        return HTTPToolsFrontEnd(
+            routes,
+            host,
+            port,
+            max_body_bytes=max_body_bytes,
+            auth=auth,
+            ssl_context=server_context(*tls) if tls is not None else None,
+            header_timeout=header_timeout,
+            body_timeout=body_timeout,
+            keep_alive_timeout=keep_alive_timeout,
+        )
     if impl in ("uvicorn", "uvicorn-h11"):
         from conveyor.server.frontend import ASGIFrontEnd
         from conveyor.server.http.asgi import ASGIApp
 
-        app = ASGIApp(routes, max_body_bytes=max_body_bytes)
+        app = ASGIApp(routes, max_body_bytes=max_body_bytes, auth=auth)
         return ASGIFrontEnd(
-            "http", app, host, port, http="h11" if impl == "uvicorn-h11" else "httptools"
+            "http",
+            app,
+            host,
+            port,
+            http="h11" if impl == "uvicorn-h11" else "httptools",
+            tls=tls,
+            keep_alive_timeout=keep_alive_timeout,
         )
     raise ValueError(f"unknown HTTP implementation {impl!r}; use httptools or uvicorn")

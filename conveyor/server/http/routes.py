@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from conveyor.errors import (
@@ -60,6 +61,8 @@ class V2Routes:
     ) -> None:
         self.state = state
         self._server_metadata = dumps(metadata.server_metadata(version, extensions))
+        # The OpenAPI description of these routes, shipped beside this module.
+        self._openapi = resources.files(__package__).joinpath("openapi.json").read_bytes()
         self._histograms = histograms
         self._clock = time.perf_counter
 
@@ -89,6 +92,8 @@ class V2Routes:
             return EMPTY_OK
         if route == "health/ready" and method == "GET":
             return self._server_ready()
+        if route == "openapi.json" and method == "GET":
+            return 200, self._openapi, JSON
         if route == "repository/index" and method == "POST":
             return self._repository_index(await read_body())
         if (
