@@ -40,6 +40,12 @@ def _models(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bench(args: argparse.Namespace) -> int:
+    from conveyor.bench.cli import main as bench_main
+
+    return bench_main(args.args)
+
+
 def _example_input(spec, batching, np):  # type: ignore[no-untyped-def]
     from conveyor.protocol.datatypes import BYTES, numpy_dtype
 
@@ -83,6 +89,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     models.add_argument("--run", action="store_true", help="run each model once on example input")
     models.set_defaults(handler=_models, default_log_level="warning")
+    # ``conveyor bench`` has its own parser (and its own subcommands: plot, ceiling), so
+    # every argument after ``bench``, --help included, is handed to it untouched.
+    bench = commands.add_parser(
+        "bench", help="load-test a model (inprocess, http://, grpc://)", add_help=False,
+        prefix_chars="\0",
+    )
+    bench.add_argument("args", nargs=argparse.REMAINDER)
+    bench.set_defaults(handler=_bench, default_log_level="warning")
     return parser
 
 

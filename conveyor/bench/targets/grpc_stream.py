@@ -1,0 +1,100 @@
+"""V2 over one gRPC bidirectional stream (ModelStreamInfer): many requests, one call.
+
+A unary gRPC call costs the Python client about as much as the server's whole work on a
+small model (see ``conveyor bench ceiling``); on a stream each request is one message,
+which roughly doubles what one generator core can send. Answers come back in completion
+order, so every request carries an ``id`` (field 3, appended to the prebuilt message:
+protobuf fields may come in any order) and one reader task hands each answer to its waiter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+
+import grpc
+import numpy as np
+
+from conveyor.bench.targets import pbwire
+from conveyor.bench.targets.base import Client, RequestFailed, TargetSpec
+from conveyor.bench.targets.grpc import CHANNEL_OPTIONS, SERVICE, build_request
+
+
+def answer_of(message: bytes) -> tuple[str, str]:
+    """(request id, error message) of a ModelStreamInferResponse."""
+    error = ""
+    request_id = ""
+    for field, _wire, value in pbwire.fields(message):
+        if field == 1:
+            error = bytes(value).decode("utf-8", "replace")  # type: ignore[arg-type]
+        elif field == 2:
+            for inner, _w, inner_value in pbwire.fields(value):  # type: ignore[arg-type]
+                if inner == 3:
+                    request_id = bytes(inner_value).decode()  # type: ignore[arg-type]
+    return request_id, error
+
+
+class GrpcStreamClient(Client):
+    def __init__(self, spec: TargetSpec, inputs: Mapping[str, np.ndarray],
+                 declared: Mapping[str, str]) -> None:
+        self._request = build_request(spec, inputs, declared)
+        host, port = spec.address
+        self._target = f"{host}:{port}"
+        self._call = None
+        self._waiting: dict[str, asyncio.Future[None]] = {}
+        self._next = 0
+        self._write_lock: asyncio.Lock | None = None
+
+    async def _open(self) -> None:
+        self._channel = grpc.aio.insecure_channel(self._target, options=CHANNEL_OPTIONS)
+        self._call = self._channel.stream_stream(SERVICE + "ModelStreamInfer")()
+        self._write_lock = asyncio.Lock()
+        self._reader = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        assert self._call is not None
+        try:
+            while True:
+                message = await self._call.read()
+                if message is grpc.aio.EOF:
+                    raise RequestFailed("the server ended the stream")
+                request_id, error = answer_of(message)
+                waiter = self._waiting.pop(request_id, None)
+                if waiter is None or waiter.done():
+                    continue
+                if error:
+                    waiter.set_exception(RequestFailed(error))
+                else:
+                    waiter.set_result(None)
+        except BaseException as exc:  # the stream is gone: fail everything still waiting
+            failure = exc if isinstance(exc, RequestFailed) else RequestFailed(
+                f"stream failed: {exc!r}" if not isinstance(exc, grpc.aio.AioRpcError)
+                else f"{exc.code().name}: {exc.details()}")
+            for waiter in self._waiting.values():
+                if not waiter.done():
+                    waiter.set_exception(failure)
+            self._waiting.clear()
+            self._call = None
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+
+    async def infer(self) -> None:
+        if self._call is None:
+            await self._open()
+        assert self._call is not None and self._write_lock is not None
+        self._next += 1
+        request_id = str(self._next)
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiting[request_id] = waiter
+        try:
+            async with self._write_lock:  # one write at a time on a stream
+                await self._call.write(self._request + pbwire.field_bytes(3, request_id))
+            await waiter
+        finally:
+            self._waiting.pop(request_id, None)
+
+    async def close(self) -> None:
+        if self._call is not None:
+            self._reader.cancel()
+            self._call.cancel()
+            await self._channel.close()
