@@ -53,7 +53,16 @@ def descendants(pid: int | None = None) -> set[int]:
 
 
 def zygote_and_workers() -> tuple[int, set[int]]:
-    (zygote,) = psutil.Process().children()
+    """The one zygote this process runs now, and its live workers.
+
+    Other children (multiprocessing's resource tracker, started by other tests) are not
+    zygotes: a zygote is the interpreter that runs conveyor.engine.processes.zygote.
+    """
+    (zygote,) = [
+        child
+        for child in psutil.Process().children()
+        if alive(child.pid) and "conveyor.engine.processes.zygote" in " ".join(child.cmdline())
+    ]
     return zygote.pid, {p.pid for p in zygote.children() if alive(p.pid)}
 
 
@@ -455,11 +464,12 @@ def test_a_killed_worker_leaves_no_buffer_mapped(echo):
 
 def test_close_stops_every_process_and_frees_every_buffer(repo: RepoBuilder):
     repo.python("crashy", CRASHY, one_input(extra="instances = 2"))
+    before = descendants()
     with leaves_nothing_behind():
         engine = Engine.from_repository(repo.path)
         for _ in range(4):
             engine.submit("crashy", mode(0)).result(10)
-        assert len(descendants()) == 3  # the zygote and two workers
+        assert len(descendants() - before) == 3  # the zygote and two workers
         assert buffer_maps()
         engine.close()
 
@@ -480,10 +490,11 @@ def test_close_with_a_timeout_does_not_wait_for_a_hung_worker(repo: RepoBuilder)
 def test_unloading_stops_the_processes(repo: RepoBuilder):
     repo.python("crashy", CRASHY, one_input(extra="instances = 2"))
     with Engine.from_repository(repo.path, model_control="explicit") as engine:
+        before = descendants()
         with leaves_nothing_behind():
             engine.load_model("crashy")
             engine.submit("crashy", mode(0)).result(10)
-            assert len(descendants()) == 3
+            assert len(descendants() - before) == 3  # the zygote and two workers
             engine.unload_model("crashy")
         engine.load_model("crashy")  # and loads again
         assert engine.submit("crashy", mode(0)).result(10)["OUTPUT0"][0] > 0
