@@ -53,7 +53,16 @@ def descendants(pid: int | None = None) -> set[int]:
 
 
 def zygote_and_workers() -> tuple[int, set[int]]:
-    (zygote,) = psutil.Process().children()
+    """The one zygote this process runs now, and its live workers.
+
+    Other children (multiprocessing's resource tracker, started by other tests) are not
+    zygotes: a zygote is the interpreter that runs conveyor.engine.processes.zygote.
+    """
+    (zygote,) = [
+        child
+        for child in psutil.Process().children()
+        if alive(child.pid) and "conveyor.engine.processes.zygote" in " ".join(child.cmdline())
+    ]
     return zygote.pid, {p.pid for p in zygote.children() if alive(p.pid)}
 
 
@@ -244,14 +253,14 @@ def sample(datatype: str, n: int) -> np.ndarray:
     return (np.arange(n) % 100).astype(numpy_dtype(datatype))
 
 
-@pytest.mark.parametrize("datatype", DATATYPES)
-@pytest.mark.parametrize("n", [0, 1, 1000])
-def test_every_datatype_crosses_unchanged(echo, datatype, n):
-    x = sample(datatype, n)
-    out = echo.submit("echo", {f"I_{datatype}": x}, outputs=[f"O_{datatype}"]).result(10)
-    got = out[f"O_{datatype}"]
-    assert got.dtype == x.dtype and got.shape == x.shape
-    assert got.tolist() == x.tolist()
+def test_every_datatype_crosses_unchanged(echo):
+    for datatype in DATATYPES:  # one engine for all: starting a zygote takes ~0.8 s
+        for n in (0, 1, 1000):
+            x = sample(datatype, n)
+            out = echo.submit("echo", {f"I_{datatype}": x}, outputs=[f"O_{datatype}"])
+            got = out.result(10)[f"O_{datatype}"]
+            assert (got.dtype, got.shape) == (x.dtype, x.shape), (datatype, n)
+            assert got.tolist() == x.tolist(), (datatype, n)
 
 
 def test_large_tensors_views_and_text_outputs(echo):
@@ -344,6 +353,9 @@ class Model:
             time.sleep(30)
         if mode == 5:
             time.sleep(0.3)
+        if mode == 6:  # says that it has started, then runs for a second
+            (self.version_dir / "running").touch()
+            time.sleep(1.0)
         return {"OUTPUT0": np.array([os.getpid()], np.int64)}
 """
 
@@ -452,11 +464,12 @@ def test_a_killed_worker_leaves_no_buffer_mapped(echo):
 
 def test_close_stops_every_process_and_frees_every_buffer(repo: RepoBuilder):
     repo.python("crashy", CRASHY, one_input(extra="instances = 2"))
+    before = descendants()
     with leaves_nothing_behind():
         engine = Engine.from_repository(repo.path)
         for _ in range(4):
             engine.submit("crashy", mode(0)).result(10)
-        assert len(descendants()) == 3  # the zygote and two workers
+        assert len(descendants() - before) == 3  # the zygote and two workers
         assert buffer_maps()
         engine.close()
 
@@ -477,10 +490,11 @@ def test_close_with_a_timeout_does_not_wait_for_a_hung_worker(repo: RepoBuilder)
 def test_unloading_stops_the_processes(repo: RepoBuilder):
     repo.python("crashy", CRASHY, one_input(extra="instances = 2"))
     with Engine.from_repository(repo.path, model_control="explicit") as engine:
+        before = descendants()
         with leaves_nothing_behind():
             engine.load_model("crashy")
             engine.submit("crashy", mode(0)).result(10)
-            assert len(descendants()) == 3
+            assert len(descendants() - before) == 3  # the zygote and two workers
             engine.unload_model("crashy")
         engine.load_model("crashy")  # and loads again
         assert engine.submit("crashy", mode(0)).result(10)["OUTPUT0"][0] > 0
@@ -531,6 +545,55 @@ def test_no_process_outlives_a_killed_engine_process(repo: RepoBuilder, sig):
         holder.wait(10)
         holder.stdout.close()  # type: ignore[union-attr]
     assert wait_until(lambda: not any(alive(p) for p in pids)), [p for p in pids if alive(p)]
+    assert new_shm_segments(shm) == set()
+
+
+def infer_over(url: str, grpc: bool, value: int) -> int:
+    if grpc:
+        import tritonclient.grpc as client_module
+    else:
+        import tritonclient.http as client_module  # type: ignore[no-redef]
+    client = client_module.InferenceServerClient(url.split("://")[1])
+    x = client_module.InferInput("INPUT0", [1], "INT32")
+    x.set_data_from_numpy(np.array([value], np.int32))
+    return int(client.infer("crashy", [x]).as_numpy("OUTPUT0")[0])
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_a_real_server_serves_process_instances_and_leaves_nothing(repo: RepoBuilder, sig):
+    # The server process runs gRPC, whose fork handlers hang a child forked from it: the
+    # zygote is therefore a fresh interpreter. This test is what found that.
+    from conveyor.testing import run_server
+
+    repo.python("crashy", CRASHY, one_input(extra="instances = 2"))
+    shm = shm_names()
+    with run_server(repo.path) as server:
+        tree = descendants(server.process.pid)
+        assert len(tree) == 3, server.output()  # the zygote and two workers
+        pids = {infer_over(server.http_url, False, 0) for _ in range(4)}
+        pids |= {infer_over(server.grpc_url, True, 0) for _ in range(4)}
+        assert pids <= tree and len(pids) == 2
+        in_flight: dict[str, object] = {}
+
+        def run() -> None:
+            try:
+                in_flight["pid"] = infer_over(server.http_url, False, 6)
+            except Exception as exc:  # the SIGKILL case
+                in_flight["error"] = exc
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        marker = repo.path / "crashy" / "1" / "running"
+        assert wait_until(marker.exists, 10)
+        server.process.send_signal(sig)
+        server.process.wait(30)
+        thread.join(10)
+        if sig == signal.SIGTERM:  # drained: the request it was running finished first
+            assert server.process.returncode == 0, server.output()
+            assert in_flight.get("pid") in tree, in_flight
+        else:
+            assert "error" in in_flight
+    assert wait_until(lambda: not any(alive(p) for p in tree)), [p for p in tree if alive(p)]
     assert new_shm_segments(shm) == set()
 
 

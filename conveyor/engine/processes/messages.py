@@ -9,6 +9,7 @@ values built from ``conveyor.errors`` classes only, so the engine can always unp
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import numpy as np
 
@@ -62,6 +63,14 @@ class Executed(_Message):
 class Failed(_Message):
     id: int
     error: ConveyorError
+
+
+# engine -> zygote, once, first: what to load, and the engine's import path
+@dataclasses.dataclass(frozen=True, slots=True)
+class Load(_Message):
+    config: ModelConfig
+    version_dir: Path
+    sys_path: tuple[str, ...]
 
 
 # zygote -> engine, once, after load(): the config as the backend completed it

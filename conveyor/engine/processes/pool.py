@@ -16,7 +16,6 @@ import os
 import signal
 import socket
 import threading
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -37,7 +36,7 @@ from conveyor.engine.processes.messages import (
     Spawned,
 )
 from conveyor.engine.processes.shm import SharedBuffer, attach, read_tensors, unmap, write_tensors
-from conveyor.engine.processes.zygote import fork_zygote
+from conveyor.engine.processes.zygote import Zygote, start_zygote
 from conveyor.errors import ModelError, RepositoryError
 from conveyor.repository.config import ModelConfig
 
@@ -68,23 +67,24 @@ class ProcessPool:
         self._ids = itertools.count(1)
         self._closed = False
         self.generation = 0
-        self._pid, self._channel = self._start()
+        self._zygote = self._start()
 
-    def _start(self) -> tuple[int, Channel]:
-        pid, channel = fork_zygote(self._source, self._version_dir)
+    def _start(self) -> Zygote:
+        zygote = start_zygote(self._source, self._version_dir)
         try:
-            reply, _ = channel.recv()
+            reply, _ = zygote.channel.recv()
         except (EOFError, OSError):
             reply = None
         if not isinstance(reply, Loaded):
-            channel.close()
-            _stop_process(pid, 0)
+            zygote.stop(_STOP_GRACE_S)
             if isinstance(reply, Failed):
                 raise RepositoryError(reply.error.message)
-            raise RepositoryError(f"model {self.name!r}: its zygote process died while loading")
+            raise RepositoryError(
+                f"model {self.name!r}: its zygote process {zygote.describe_exit()} while loading"
+            )
         self.config = reply.config
         self.generation += 1
-        return pid, channel
+        return zygote
 
     def spawn(self) -> Worker:
         """Fork a new worker from the zygote (restarting the zygote if it has died)."""
@@ -95,8 +95,8 @@ class ProcessPool:
                 ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
                 try:
                     request = Spawn(next(self._ids))
-                    self._channel.send(request, [theirs.fileno()])
-                    reply, _ = self._channel.recv()
+                    self._zygote.channel.send(request, [theirs.fileno()])
+                    reply, _ = self._zygote.channel.recv()
                     if isinstance(reply, Spawned) and reply.id == request.id:
                         return Worker(reply.pid, Channel(ours), self.generation)
                     raise EOFError  # an out-of-step zygote is as good as a dead one
@@ -113,19 +113,18 @@ class ProcessPool:
 
     def _restart_zygote(self) -> None:
         log.warning(
-            "model %r: its zygote process %d died; starting a new one", self.name, self._pid
+            "model %r: its zygote process %d died; starting a new one", self.name, self._zygote.pid
         )
-        self._channel.close()
-        _stop_process(self._pid, 0)
+        self._zygote.stop(0)
         try:
-            self._pid, self._channel = self._start()
+            self._zygote = self._start()
         except RepositoryError as exc:
             raise ModelError(f"model {self.name!r}: reloading it failed: {exc.message}") from None
 
     def reap(self, worker: Worker) -> str:
         """Kill ``worker`` if it still runs, collect it, and say how it ended."""
         with self._lock:
-            if worker.generation != self.generation or not self._zygote_running():
+            if worker.generation != self.generation or not self._zygote.running():
                 return "was stopped when its zygote process died"
             # No pid reuse: the worker is the live zygote's child, and the zygote collects
             # its workers only when asked (below).
@@ -133,43 +132,19 @@ class ProcessPool:
                 os.kill(worker.pid, signal.SIGKILL)
             try:
                 request = Reap(next(self._ids), worker.pid)
-                self._channel.send(request)
-                reply, _ = self._channel.recv()
+                self._zygote.channel.send(request)
+                reply, _ = self._zygote.channel.recv()
             except (EOFError, OSError):
                 return "was stopped when its zygote process died"
             if isinstance(reply, Reaped) and reply.id == request.id:
                 return reply.reason
             return "ended (the zygote's answer was out of step)"
 
-    def _zygote_running(self) -> bool:
-        try:
-            return os.waitpid(self._pid, os.WNOHANG) == (0, 0)
-        except ChildProcessError:
-            return False
-
     def close(self) -> None:
         """Stop the zygote; it SIGKILLs and collects any worker still running first."""
         with self._lock:
             self._closed = True
-            self._channel.close()
-            _stop_process(self._pid, _STOP_GRACE_S)
-
-
-def _stop_process(pid: int, grace: float) -> None:
-    """Wait up to ``grace`` seconds for our child ``pid`` to exit, then SIGKILL and collect it."""
-    deadline = time.monotonic() + grace
-    while True:
-        try:
-            done, _ = os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if done:
-            return
-        if time.monotonic() >= deadline:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            return
-        time.sleep(0.005)
+            self._zygote.stop(_STOP_GRACE_S)
 
 
 class Worker:

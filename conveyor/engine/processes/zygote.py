@@ -1,32 +1,36 @@
-"""A model's zygote: one process that loads the model once and forks its workers.
+"""A model's zygote: a clean process that loads the model once and forks its workers.
 
 Why a zygote. Workers are forked, so the weights ``load()`` produced are shared copy-on-write
 by every worker: numpy keeps each large array's data in its own allocation, which no
 reference count or garbage collection ever writes to, so those pages stay shared for good.
-Forking the workers from the engine process itself would fork a multi-threaded server
-(instance threads, the event loop, gRPC) at any moment a worker needs replacing; the zygote
-is forked from the engine once per load and is single-threaded from then on, so every
-worker (the first ones and every replacement) is forked from a quiet process.
 
-Lifetime. The zygote exits when the engine hangs up or dies (its channel reads end of file)
-and SIGKILLs its workers first; each worker also has PR_SET_PDEATHSIG = SIGKILL, so a worker
-can never outlive its zygote, even one that is itself SIGKILLed. SIGINT and SIGTERM are
-ignored in both: a Ctrl-C or a service manager's SIGTERM reaches the server, which drains
-its requests (which the workers are running) before it closes the engine.
+Why a fresh interpreter. The engine process is no place to fork from: it runs threads
+(instance threads, the event loop, gRPC), and libraries there install fork handlers that
+expect their threads in the child. gRPC's do: a zygote once forked from the server hung in
+gRPC's handler when it forked its first worker. So the zygote is a new interpreter, started
+with exec (``subprocess``), that imports only conveyor's engine and the model, and stays
+single-threaded: every worker, the first ones and every replacement, is forked from it.
+
+Lifetime. The zygote and its workers carry PR_SET_PDEATHSIG = SIGKILL: the zygote is killed
+when the engine process dies (its parent is a keeper thread that lives as long as the
+zygote, so only the process's death ends it), and a worker when its zygote dies, even one
+that hangs. The zygote also exits when the engine hangs up, SIGKILLing its workers first.
+SIGINT and SIGTERM are ignored in both: a Ctrl-C or a service manager's SIGTERM reaches the
+server, which drains the requests the workers are running before it closes the engine.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
-import faulthandler
 import gc
 import os
 import signal
 import socket
+import subprocess
 import sys
+import threading
 import traceback
-import warnings
 from pathlib import Path
 
 from conveyor.backends import get_backend
@@ -34,6 +38,7 @@ from conveyor.backends.base import LoadedModel
 from conveyor.engine.processes.channel import Channel
 from conveyor.engine.processes.messages import (
     Failed,
+    Load,
     Loaded,
     Reap,
     Reaped,
@@ -46,59 +51,120 @@ from conveyor.repository.config import ModelConfig
 
 _PR_SET_PDEATHSIG = 1
 
+# What the new interpreter runs: die with the engine first, then import and serve.
+_BOOT = (
+    "import sys\n"
+    "from conveyor.engine.processes.zygote import main\n"
+    "main(int(sys.argv[1]), int(sys.argv[2]))\n"
+)
 
-def fork_zygote(config: ModelConfig, version_dir: Path) -> tuple[int, Channel]:
-    """Fork the zygote of ``config``'s model; it loads the model and reports on the channel.
 
-    Returns the zygote's pid and the engine's end of its channel. The first message is
-    Loaded (with the completed config) or Failed.
+class Zygote:
+    """The engine's handle on a started zygote process."""
+
+    def __init__(self, process: subprocess.Popen[bytes], channel: Channel) -> None:
+        self.process = process
+        self.channel = channel
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def describe_exit(self) -> str:
+        code = self.process.returncode
+        if code is None:
+            return "stopped answering"
+        if code < 0:
+            try:
+                return f"was killed by signal {signal.Signals(-code).name}"
+            except ValueError:
+                return f"was killed by signal {-code}"
+        return f"exited with status {code}"
+
+    def running(self) -> bool:
+        return self.process.returncode is None and self.process.poll() is None
+
+    def stop(self, grace: float) -> None:
+        """Hang up; SIGKILL it if it has not exited within ``grace`` seconds."""
+        self.channel.close()
+        try:
+            self.process.wait(grace)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def start_zygote(config: ModelConfig, version_dir: Path) -> Zygote:
+    """Start ``config``'s zygote and ask it to load the model.
+
+    Its first message on the returned channel is Loaded (with the completed config) or
+    Failed.
     """
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-    # The fork happens once per model load; the child cleans up what it inherited from a
-    # multi-threaded parent before doing anything else (see _become_clean).
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        pid = os.fork()
-    if pid == 0:  # the zygote: never returns into the engine's code
-        status = 70
+    started: list[subprocess.Popen[bytes] | BaseException] = []
+    ready = threading.Event()
+
+    def keep() -> None:
+        # PR_SET_PDEATHSIG fires when the thread that started the child exits, so the
+        # thread that starts the zygote stays (waiting for it) as long as the zygote runs.
         try:
-            _become_clean(keep=theirs.fileno())
-            status = _zygote_main(config, version_dir, Channel(theirs))
-        except BaseException:
-            traceback.print_exc()
+            started.append(
+                subprocess.Popen(
+                    [sys.executable, "-c", _BOOT, str(theirs.fileno()), str(os.getpid())],
+                    pass_fds=(theirs.fileno(),),
+                    stdin=subprocess.DEVNULL,
+                    env=_environment(),
+                )
+            )
+        except BaseException as exc:
+            started.append(exc)
         finally:
-            _exit(status)
+            ready.set()
+        process = started[0]
+        if isinstance(process, subprocess.Popen):
+            process.wait()
+
+    threading.Thread(target=keep, name=f"conveyor-{config.name}-zygote", daemon=True).start()
+    ready.wait()
     theirs.close()
-    return pid, Channel(ours)
+    process = started[0]
+    if isinstance(process, BaseException):
+        ours.close()
+        raise process
+    channel = Channel(ours)
+    with contextlib.suppress(OSError):  # if it died at once, the caller reads end of file
+        channel.send(Load(config, version_dir, tuple(sys.path)))
+    return Zygote(process, channel)
 
 
-def _become_clean(keep: int) -> None:
-    """Drop what the engine process left behind: fds, signal handlers, stdio locks."""
-    # Every inherited fd (listening sockets, client connections, other models' buffers) is
-    # pointed at /dev/null rather than closed: the engine's file is released in this process,
-    # yet the number stays taken, so a stale Python object that closes "its" fd later can
-    # never close a socket or buffer this process opened since.
-    null = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
-    for name in os.listdir("/proc/self/fd"):
-        fd = int(name)
-        if fd > 2 and fd not in (keep, null):
-            os.dup2(null, fd, inheritable=False)  # (the listing's own fd included: harmless)
-    # Fresh stdio objects: another engine thread may have held the old ones' locks at fork.
-    sys.stdin = open(os.devnull)  # noqa: SIM115 - lives as long as the process
-    sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115
-    sys.stderr = open(2, "w", buffering=1, closefd=False, errors="backslashreplace")  # noqa: SIM115
-    if faulthandler.is_enabled():  # its fd may have been one of those closed above
-        faulthandler.enable(file=sys.stderr)
-    signal.set_wakeup_fd(-1)
-    for number in signal.valid_signals():
-        try:
-            if callable(signal.getsignal(number)):
-                signal.signal(number, signal.SIG_DFL)
-        except (OSError, ValueError, TypeError):
-            pass
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    signal.pthread_sigmask(signal.SIG_SETMASK, [])  # the forking thread's mask is inherited
+def _environment() -> dict[str, str]:
+    """The engine's environment, with conveyor importable however the engine found it."""
+    env = dict(os.environ)
+    root = str(Path(__file__).resolve().parents[3])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    return env
+
+
+def main(fd: int, engine_pid: int) -> None:
+    """The zygote process: load the model, then fork workers until the engine hangs up."""
+    status = 70
+    try:
+        _die_with_parent()
+        if os.getppid() != engine_pid:  # the engine died before the line above took effect
+            os._exit(0)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        channel = Channel(socket.socket(fileno=fd))
+        message, _ = channel.recv()
+        if isinstance(message, Load):
+            sys.path[:] = list(message.sys_path)  # the engine's: the model imports what it can
+            status = _zygote_main(message.config, message.version_dir, channel)
+    except (EOFError, BrokenPipeError, ConnectionResetError):
+        status = 0  # the engine went away
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        _exit(status)
 
 
 def _zygote_main(config: ModelConfig, version_dir: Path, channel: Channel) -> int:
