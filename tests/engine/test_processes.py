@@ -170,7 +170,7 @@ def test_workers_are_forked_from_one_load_in_a_zygote(repo: RepoBuilder):
         zygote, workers = zygote_and_workers()
         loads = (folder / "1" / "loads.txt").read_text().split()
     assert loads == [str(zygote)]  # load() ran once, in the zygote, not in the engine
-    assert pids == workers and len(workers) == 3
+    assert pids <= workers and len(workers) == 3  # which workers ran the 6 is up to timing
     assert os.getpid() not in pids
 
 
