@@ -169,13 +169,14 @@ def measure(duration_s: float = 3.0, concurrency: Sequence[int] = (1, 16),
 
 
 def format_ceiling(reports: Sequence[Report]) -> str:
-    rows = [("target", "point", "infer/s", "p50 ms", "p99 ms", "gen cpu", "infer/s per gen core")]
+    rows = [("target", "point", "infer/s", "p50 ms", "p99 ms", "errors", "gen cpu",
+             "infer/s per gen core")]
     for report in reports:
         for p in report.points:
             per_core = p.infer_per_s / p.generator_cpu if p.generator_cpu > 0 else 0.0
             rows.append((report.label, p.x_label, f"{p.infer_per_s:,.0f}",
                          f"{p.latency_ms['p50'] or 0:.3f}", f"{p.latency_ms['p99'] or 0:.3f}",
-                         f"{p.generator_cpu:.2f}", f"{per_core:,.0f}"))
+                         str(p.errors), f"{p.generator_cpu:.2f}", f"{per_core:,.0f}"))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(widths[i]) if i == 0 else c.rjust(widths[i])
                        for i, c in enumerate(row)) for row in rows]

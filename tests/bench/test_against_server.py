@@ -2,7 +2,7 @@
 
 import pytest
 
-from conveyor.bench import BenchSpec, Point, TargetSpec, run_bench
+from conveyor.bench import BenchSpec, Point, TargetSpec, read_json, run_bench
 from conveyor.bench.targets.base import RequestFailed
 from conveyor.cli import main
 from conveyor.testing import run_server
@@ -56,13 +56,14 @@ def test_open_loop_over_http(server):
     assert point.errors == 0 and point.latency_ms["count"] == 100
 
 
-def test_cli_with_two_worker_processes(server, tmp_path, capsys):
+def test_cli_with_two_worker_processes(server, tmp_path, bench_cli):
     out = tmp_path / "r.json"
-    code = main(["bench", "tiny", "--url", server.grpc_url, "-c", "4", "-d", "0.4",
-                 "--warmup", "0.1", "-p", "2", "-q", "--json", str(out)])
-    assert code == 0
-    assert "tiny via grpc" in capsys.readouterr().out
-    assert '"processes": 2' in out.read_text()
+    done = bench_cli("tiny", "--url", server.grpc_url, "-c", "4", "-d", "0.4", "--warmup", "0.1",
+                   "-p", "2", "-q", "--json", str(out))
+    assert done.returncode == 0, done.stderr
+    assert "tiny via grpc" in done.stdout
+    (point,) = read_json(out).points
+    assert point.processes == 2 and point.errors == 0 and point.requests > 20
 
 
 def test_an_unknown_model_is_a_clear_error(server, capsys):

@@ -1,15 +1,15 @@
 """Every wire transport, against the canned servers of ``conveyor bench ceiling``."""
 
-from conveyor.bench.ceiling import format_ceiling, measure
 
-
-def test_canned_http_grpc_and_stream_servers_answer_the_generator():
-    reports = measure(duration_s=0.3, concurrency=(2,), processes=(1,), progress=False)
-    assert [r.label for r in reports] == ["canned http-binary x1 proc", "canned grpc x1 proc",
-                                          "canned grpc-stream x1 proc", "inprocess"]
-    for report in reports:
-        (point,) = report.points
-        assert point.errors == 0, point.error_samples
-        assert point.requests > 10 and point.generator_cpu > 0
-    assert reports[0].points[0].server is None  # the canned server keeps no statistics
-    assert "infer/s per gen core" in format_ceiling(reports)
+def test_canned_http_grpc_and_stream_servers_answer_the_generator(bench_cli):
+    done = bench_cli("ceiling", "-d", "0.3", "-c", "2", "-p", "1", "-q")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert "infer/s per gen core" in lines[0]
+    rows = {line.split("  ")[0].strip(): line.split() for line in lines[2:]}
+    assert set(rows) == {"canned http-binary x1 proc", "canned grpc x1 proc",
+                         "canned grpc-stream x1 proc", "inprocess"}
+    for cells in rows.values():
+        infer_per_s, errors = cells[-6], cells[-3]
+        assert errors == "0"
+        assert float(infer_per_s.replace(",", "")) > 10
