@@ -54,6 +54,44 @@ INSTANCE_KINDS = ("thread", "process")
 both_kinds = pytest.mark.parametrize("instance_kind", INSTANCE_KINDS)
 
 
+# A Python model that appends each request's TAG to runs.log in its version folder before
+# sleeping INPUT0 seconds: tests read the log to prove a request never ran.
+RUN_LOGGING_MODEL = """
+import time
+
+class Model:
+    thread_safe = False
+
+    def infer(self, inputs):
+        tag = inputs["TAG"].ravel()[0]
+        with open(self.version_dir / "runs.log", "ab") as log:
+            log.write(tag + b"\\n")
+        time.sleep(float(inputs["INPUT0"].ravel()[0]))
+        return {"OUTPUT0": inputs["TAG"].copy()}
+"""
+
+RUN_LOGGING_CONFIG = """
+backend = "python"
+instances = 1
+max_queue_size = {queue}
+
+[[inputs]]
+name = "INPUT0"
+datatype = "FP32"
+shape = [1]
+
+[[inputs]]
+name = "TAG"
+datatype = "BYTES"
+shape = [1]
+
+[[outputs]]
+name = "OUTPUT0"
+datatype = "BYTES"
+shape = [1]
+"""
+
+
 class RepoBuilder:
     """Writes models into ``path`` in Triton's layout.
 

@@ -26,6 +26,8 @@ from grpc_helpers import MAX_MESSAGE_BYTES
 from conveyor.examples import onnx_models
 from conveyor.protocol.datatypes import DATATYPES
 from conveyor.testing import RunningServer, run_server
+from tests.conftest import RUN_LOGGING_CONFIG as SLOW_CONFIG
+from tests.conftest import RUN_LOGGING_MODEL as SLOW_MODEL
 
 
 def _shared_builders() -> ModuleType:
@@ -54,41 +56,6 @@ ECHO_CONFIG = 'backend = "python"\ninstances = 1\n' + "".join(
     for t in DATATYPES
 )
 
-SLOW_MODEL = """
-import time
-import numpy as np
-
-class Model:
-    thread_safe = False
-
-    def infer(self, inputs):
-        tag = inputs["TAG"].ravel()[0]
-        with open(self.version_dir / "runs.log", "ab") as log:
-            log.write(tag + b"\\n")
-        time.sleep(float(inputs["INPUT0"].ravel()[0]))
-        return {"OUTPUT0": inputs["TAG"].copy()}
-"""
-
-SLOW_CONFIG = """
-backend = "python"
-instances = 1
-max_queue_size = {queue}
-
-[[inputs]]
-name = "INPUT0"
-datatype = "FP32"
-shape = [1]
-
-[[inputs]]
-name = "TAG"
-datatype = "BYTES"
-shape = [1]
-
-[[outputs]]
-name = "OUTPUT0"
-datatype = "BYTES"
-shape = [1]
-"""
 
 BROKEN_MODEL = """
 class Model:

@@ -19,42 +19,8 @@ from pathlib import Path
 
 from conveyor.examples import onnx_models
 from conveyor.testing import RunningServer
-
-RUNS_MODEL = """
-import time
-from pathlib import Path
-
-class Model:
-    thread_safe = False
-
-    def infer(self, inputs):
-        tag = inputs["TAG"].ravel()[0]
-        with open(Path(__file__).parent / "runs.log", "ab") as log:
-            log.write(tag + b"\\n")
-        time.sleep(float(inputs["INPUT0"].ravel()[0]))
-        return {"OUTPUT0": inputs["TAG"].copy()}
-"""
-
-RUNS_CONFIG = """
-backend = "python"
-instances = 1
-max_queue_size = {queue}
-
-[[inputs]]
-name = "INPUT0"
-datatype = "FP32"
-shape = [1]
-
-[[inputs]]
-name = "TAG"
-datatype = "BYTES"
-shape = [1]
-
-[[outputs]]
-name = "OUTPUT0"
-datatype = "BYTES"
-shape = [1]
-"""
+from tests.conftest import RUN_LOGGING_CONFIG as RUNS_CONFIG
+from tests.conftest import RUN_LOGGING_MODEL as RUNS_MODEL
 
 SLEEP_MODEL = """
 import time
