@@ -15,6 +15,7 @@ from pathlib import Path
 
 from conveyor.examples import onnx_models
 from conveyor.protocol.datatypes import DATATYPES
+from tests.conftest import SLEEP_MODEL
 
 ECHO_MODEL = """
 class Model:
@@ -41,20 +42,6 @@ shape = [-1, -1]
 name = "OUTPUT1"
 datatype = "{datatype}"
 shape = [-1, -1]
-"""
-
-SLEEP_MODEL = """
-import time
-import numpy as np
-
-class Model:
-    def infer(self, inputs):
-        start = time.monotonic()
-        time.sleep(float(inputs["INPUT0"].ravel()[0]))
-        return {
-            "OUTPUT0": inputs["INPUT0"].copy(),
-            "OUTPUT1": np.array([start, time.monotonic()], dtype=np.float64),
-        }
 """
 
 SLEEP_CONFIG = """
