@@ -23,7 +23,7 @@ def _models(args: argparse.Namespace) -> int:
             )
             if entry.state != "READY":
                 continue
-            info = engine.model(entry.name)
+            info = engine.model(entry.name, entry.version)
             for spec in info.config.inputs:
                 shape = [-1, *spec.shape] if info.config.batching else list(spec.shape)
                 print(f"    input  {spec.name:<12} {spec.datatype:<6} {shape}")

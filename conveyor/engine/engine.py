@@ -179,13 +179,19 @@ class Engine:
         return sorted(self._running.get(name, {}))
 
     def repository_index(self) -> list[RepositoryEntry]:
+        """Every model of the repository: one entry per loaded version, as V2 lists them
+        (version "" for a model with no version loaded)."""
         entries = {
             name: RepositoryEntry(name, "", "UNAVAILABLE", "not loaded")
             for name in self.repository.model_names()
         }
         with self._lock:
             entries.update(self._states)
-        return [entries[name] for name in sorted(entries)]
+        return [
+            dataclasses.replace(entry, version=version)
+            for entry in sorted(entries.values(), key=lambda e: e.name)
+            for version in (entry.version.split(",") if entry.version else [""])
+        ]
 
     def load_model(self, name: str) -> None:
         """Load (or reload) a model from the repository; blocks until it is ready."""

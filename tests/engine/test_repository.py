@@ -43,6 +43,10 @@ def test_latest_version_is_served_by_default_and_versions_select_more(repo):
     (repo.path / "tiny" / "config.toml").write_text("versions = [1, 3]\n")
     with Engine.from_repository(repo.path) as engine:
         assert engine.model_versions("tiny") == [1, 3]
+        assert [(e.name, e.version, e.state) for e in engine.repository_index()] == [
+            ("tiny", "1", "READY"),
+            ("tiny", "3", "READY"),
+        ]
         x = {"INPUT0": np.zeros((1, 16), np.float32)}
         assert engine.submit("tiny", x, version=1).result(5)["OUTPUT0"][0, 0] == 1.0
         with pytest.raises(conveyor.ModelNotFound, match="no version 2"):

@@ -278,11 +278,9 @@ class InferenceServicer:
     async def RepositoryIndex(self, request: pb.RepositoryIndexRequest, context: Context) -> Any:
         async def build() -> Any:
             entries = [
-                # The engine joins a model's versions with commas; V2 lists one entry each.
-                metadata.repository_entry(e.name, version, e.state, e.reason)
+                metadata.repository_entry(e.name, e.version, e.state, e.reason)
                 for e in self._engine.repository_index()
                 if not request.ready or e.state == "READY"
-                for version in (e.version.split(",") if e.version else [""])
             ]
             return _parse({"models": entries}, pb.RepositoryIndexResponse)
 

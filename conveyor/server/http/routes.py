@@ -157,11 +157,9 @@ class V2Routes:
         for entry in self._engine().repository_index():
             if ready_only and entry.state != "READY":
                 continue
-            # The engine joins a model's versions with commas; V2 lists one entry each.
-            for version in entry.version.split(",") if entry.version else [""]:
-                entries.append(
-                    metadata.repository_entry(entry.name, version, entry.state, entry.reason)
-                )
+            entries.append(
+                metadata.repository_entry(entry.name, entry.version, entry.state, entry.reason)
+            )
         return 200, dumps(entries), JSON
 
     async def _load_or_unload(self, model: str, action: str, body: bytes) -> Reply:
