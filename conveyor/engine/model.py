@@ -61,23 +61,13 @@ class ModelVersion:
             else None
         )
         self._policy = policy
-        self._instances: ThreadInstances | ProcessInstances
-        if processes is not None:
-            self._instances = ProcessInstances(
-                f"{config.name}-v{version}",
-                processes,
-                count,
-                take=lambda: self.queue.take(policy),
-                execute=self._execute,
-            )
-        else:
-            self._instances = ThreadInstances(
-                f"{config.name}-v{version}",
-                loaded,
-                count,
-                take=lambda: self.queue.take(policy),
-                execute=self._execute,
-            )
+        name = f"{config.name}-v{version}"
+        take = lambda: self.queue.take(policy)  # noqa: E731 - one closure shared below
+        self._instances: ThreadInstances | ProcessInstances = (
+            ProcessInstances(name, processes, count, take=take, execute=self._execute)
+            if processes is not None
+            else ThreadInstances(name, loaded, count, take=take, execute=self._execute)
+        )
 
     # -- submitting -------------------------------------------------------------------------
 
