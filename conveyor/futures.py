@@ -34,13 +34,20 @@ class InferFuture(concurrent.futures.Future[Outputs]):
     request_id: str | None = None
     completion_seq: int = -1
 
+    # Stamped under the future's own lock: a second answer (an instance thread returning
+    # after its execution timeout failed the request) raises InvalidStateError and must
+    # not restamp the first.
     def set_result(self, result: Outputs) -> None:
-        self.completion_seq = next(_completion_order)
-        super().set_result(result)
+        with self._condition:
+            if not self.done():
+                self.completion_seq = next(_completion_order)
+            super().set_result(result)
 
     def set_exception(self, exception: BaseException | None) -> None:
-        self.completion_seq = next(_completion_order)
-        super().set_exception(exception)
+        with self._condition:
+            if not self.done():
+                self.completion_seq = next(_completion_order)
+            super().set_exception(exception)
 
     def cancel(self) -> bool:
         cancelled = super().cancel()

@@ -169,7 +169,7 @@ class Engine:
             version=running.version,
             config=running.config,
             platform=running.platform,
-            ready=not self._closing,
+            ready=not self._closing and running.ready,
         )
 
     def model_names(self) -> list[str]:
@@ -187,11 +187,25 @@ class Engine:
         }
         with self._lock:
             entries.update(self._states)
+            running = self._running
         return [
-            dataclasses.replace(entry, version=version)
+            self._live_state(dataclasses.replace(entry, version=version), running)
             for entry in sorted(entries.values(), key=lambda e: e.name)
             for version in (entry.version.split(",") if entry.version else [""])
         ]
+
+    @staticmethod
+    def _live_state(
+        entry: RepositoryEntry, running: dict[str, dict[int, ModelVersion]]
+    ) -> RepositoryEntry:
+        """A loaded version whose instances are all stuck past their execution timeout is
+        listed UNAVAILABLE with why, until one of them returns."""
+        if entry.state != "READY" or not entry.version:
+            return entry
+        version = running.get(entry.name, {}).get(int(entry.version))
+        if version is None or version.ready:
+            return entry
+        return dataclasses.replace(entry, state="UNAVAILABLE", reason=version.unready_reason())
 
     def load_model(self, name: str) -> None:
         """Load (or reload) a model from the repository; blocks until it is ready."""

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Mapping, Sequence
+from concurrent.futures import InvalidStateError
 from pathlib import Path
 
 import numpy as np
@@ -16,10 +18,18 @@ from conveyor.engine.processes import ProcessInstances, ProcessPool
 from conveyor.engine.request import Request
 from conveyor.engine.scheduler import BatchPolicy, RequestQueue
 from conveyor.engine.stats import ModelStatistics, StatsRecorder
-from conveyor.errors import ConveyorError, InvalidInput, ModelError, RepositoryError
+from conveyor.errors import (
+    ConveyorError,
+    InvalidInput,
+    ModelError,
+    ModelNotReady,
+    RepositoryError,
+)
 from conveyor.futures import InferFuture
 from conveyor.protocol.datatypes import BYTES, numpy_dtype
 from conveyor.repository.config import ModelConfig, TensorSpec
+
+log = logging.getLogger("conveyor.engine")
 
 PLATFORMS = {"onnxruntime": "onnxruntime_onnx", "python": "python"}
 
@@ -63,11 +73,21 @@ class ModelVersion:
         self._policy = policy
         name = f"{config.name}-v{version}"
         take = lambda: self.queue.take(policy)  # noqa: E731 - one closure shared below
-        self._instances: ThreadInstances | ProcessInstances = (
-            ProcessInstances(name, processes, count, take=take, execute=self._execute)
-            if processes is not None
-            else ThreadInstances(name, loaded, count, take=take, execute=self._execute)
-        )
+        self._threads: ThreadInstances | None = None
+        self._instances: ThreadInstances | ProcessInstances
+        if processes is not None:
+            self._instances = ProcessInstances(name, processes, count, take, self._execute)
+        else:
+            self._instances = self._threads = ThreadInstances(
+                name,
+                loaded,
+                count,
+                take,
+                self._execute,
+                execution_timeout=config.execution_timeout_s,
+                on_overrun=self._overrun,
+                on_all_stuck=self._fail_waiting,
+            )
 
     # -- submitting -------------------------------------------------------------------------
 
@@ -80,6 +100,8 @@ class ModelVersion:
         timeout: float | None,
         request_id: str | None,
     ) -> InferFuture:
+        if self._threads is not None and self._threads.all_stuck:
+            raise ModelNotReady(self.unready_reason())
         arrays, batch_size = self._check_inputs(inputs)
         wanted = self._check_outputs_requested(outputs)
         now = self.queue.clock()
@@ -199,19 +221,25 @@ class ModelVersion:
                 if isinstance(exc, ConveyorError)
                 else ModelError(f"model {self.name!r} failed: {type(exc).__name__}: {exc}")
             )
-            for request in batch:
-                request.future.set_exception(error)
+            failed = [request for request in batch if _settle(request, error=error)]
             ended = clock()
-            for request in batch:
+            for request in failed:
                 self.stats.record_failure(_ns(ended - request.enqueued))
             return
-        for request, result in zip(batch, results, strict=True):
-            request.future.set_result(result)
+        # Requests the watchdog already failed (execution timeout) are neither answered
+        # twice nor counted as successes.
+        delivered = [
+            request
+            for request, result in zip(batch, results, strict=True)
+            if _settle(request, result=result)
+        ]
         t3 = time.perf_counter_ns()
         ended = clock()
+        if not delivered:
+            return
         self.stats.record_execution(
-            queue_ns=[_ns(started - r.enqueued) for r in batch],
-            total_ns=[_ns(ended - r.enqueued) for r in batch],
+            queue_ns=[_ns(started - r.enqueued) for r in delivered],
+            total_ns=[_ns(ended - r.enqueued) for r in delivered],
             batch_size=total,
             input_ns=t1 - t0,
             infer_ns=t2 - t1,
@@ -262,6 +290,38 @@ class ModelVersion:
             checked[name] = array
         return checked
 
+    def _overrun(self, instance: int, batch: list[Request]) -> None:
+        """Watchdog: an execution on a thread instance passed ``execution_timeout_s``."""
+        timeout = self.config.execution_timeout_s
+        error = ModelError(
+            f"model {self.name!r} did not finish within its execution_timeout_s of "
+            f"{timeout:g} s; its instance {instance} is out of service until that execution "
+            'returns (a thread cannot be stopped; instance_kind = "process" kills and '
+            "replaces a stuck worker)"
+        )
+        log.error("%s", error.message)
+        for request in batch:
+            if _settle(request, error=error):
+                self._record_expired(request)
+
+    def _fail_waiting(self) -> None:
+        """Watchdog, while every instance is stuck: nothing can run what is queued."""
+        for request in self.queue.take_waiting():
+            request.future.set_exception(ModelNotReady(self.unready_reason()))
+            self._record_expired(request)
+
+    def unready_reason(self) -> str:
+        count = self._threads.count if self._threads is not None else 0
+        return (
+            f"model {self.name!r} is not ready: all {count} of its instances are stuck in "
+            f"executions past its execution_timeout_s of {self.config.execution_timeout_s:g} s"
+        )
+
+    @property
+    def ready(self) -> bool:
+        """False while every instance is stuck in an execution past its timeout."""
+        return self._threads is None or not self._threads.all_stuck
+
     def _record_expired(self, request: Request) -> None:
         self.stats.record_failure(_ns(self.queue.clock() - request.enqueued))
 
@@ -300,6 +360,20 @@ def _load_in_this_process(
             model.close()
         raise
     return config, loaded, count
+
+
+def _settle(
+    request: Request, *, result: dict[str, np.ndarray] | None = None, error: Exception | None = None
+) -> bool:
+    """Answer a request unless it was answered already; True if this call answered it."""
+    try:
+        if error is not None:
+            request.future.set_exception(error)
+        else:
+            request.future.set_result(result)  # type: ignore[arg-type]
+    except InvalidStateError:
+        return False
+    return True
 
 
 def _ns(seconds: float) -> int:

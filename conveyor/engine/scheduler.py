@@ -71,6 +71,13 @@ class RequestQueue:
             self._closed = True
             self._cond.notify_all()
 
+    def take_waiting(self) -> list[Request]:
+        """Remove every queued request not yet cancelled, mark it running and return it,
+        for the caller to fail (when no instance is left to run them)."""
+        with self._cond:
+            entries, self._heap = self._heap, []
+        return [entry[2] for entry in entries if entry[2].future.set_running_or_notify_cancel()]
+
     def take(self, policy: BatchPolicy | None) -> list[Request] | None:
         """Block until work is ready; return it marked running, or None once closed and empty."""
         while True:

@@ -41,7 +41,9 @@ class ModelConfig:
     instances: int | None = None  # None: chosen from the machine's cores, see default_instances
     instance_kind: str = "thread"
     max_queue_size: int = 1024
-    # Seconds one execution may take before its worker process is killed (process instances).
+    # Seconds one execution may take: past it, its requests fail and a process instance's
+    # worker is killed and replaced; a thread instance (which cannot be stopped) is taken
+    # out of service until the execution returns.
     execution_timeout_s: float | None = None
     dynamic_batching: DynamicBatching | None = None
     inputs: tuple[TensorSpec, ...] = ()
@@ -134,12 +136,6 @@ def parse_config(name: str, raw: Mapping[str, Any], *, backend: str | None = Non
             raise fail(
                 f"execution_timeout_s must be a positive number of seconds, "
                 f"got {execution_timeout_s!r}"
-            )
-        if instance_kind != "process":
-            # A thread cannot be stopped from outside; only a process can be killed.
-            raise fail(
-                'execution_timeout_s needs instance_kind = "process": a running thread '
-                "instance cannot be stopped"
             )
         execution_timeout_s = float(execution_timeout_s)
 
