@@ -340,15 +340,23 @@ def typed(**contents) -> pb.ModelInferRequest.InferInputTensor:  # type: ignore[
 
 # (serialized request, expected code, words the message must say)
 GRPC_CASES = {
-    "garbage bytes": (b"\xff\xff\xff\xff\x0f\x01", "INVALID_ARGUMENT", "request"),
-    "truncated message": (request()[:-10], "INVALID_ARGUMENT", "request"),
+    "garbage bytes": (
+        b"\xff\xff\xff\xff\x0f\x01",
+        "INVALID_ARGUMENT",
+        "could not parse the ModelInferRequest",
+    ),
+    "truncated message": (
+        request()[:-10],
+        "INVALID_ARGUMENT",
+        "could not parse the ModelInferRequest",
+    ),
     "empty model name": (request(model=""), "INVALID_ARGUMENT", "model_name"),
     "unknown model": (request(model="nope"), "NOT_FOUND", "nope"),
     "very long model name": (request(model="m" * 100_000), "NOT_FOUND", "not in the repository"),
     "non-UTF-8 name": (
         request().replace(b"INPUT0", b"INPU\xff\xfe"),
         "INVALID_ARGUMENT",
-        "request",
+        "bad UTF-8",
     ),
     "unknown datatype": (
         request(inputs=[grpc_tensor(datatype="FP128")]),

@@ -13,7 +13,9 @@ from typing import Any
 
 import grpc
 from google.protobuf import message_factory
+from google.protobuf.message import DecodeError
 
+from conveyor.errors import InvalidInput
 from conveyor.server.grpc._generated import grpc_service_pb2
 
 SERVICE = grpc_service_pb2.DESCRIPTOR.services_by_name["GRPCInferenceService"]
@@ -43,6 +45,42 @@ METHODS: dict[str, Method] = {
 }
 
 
+def unparseable(message_class: Any, error: DecodeError) -> InvalidInput:
+    """The error for bytes that are not a valid ``message_class`` message: INVALID_ARGUMENT."""
+    descriptor = message_class.DESCRIPTOR
+    # upb says "Error parsing message with type 'inference.X': why"; name the type once.
+    why = str(error).removeprefix(f"Error parsing message with type '{descriptor.full_name}': ")
+    return InvalidInput(f"could not parse the {descriptor.name}: {why or 'invalid protobuf'}")
+
+
+def tolerant_deserializer(message_class: Any) -> Callable[[bytes], Any]:
+    """``message_class.FromString`` that returns an :class:`InvalidInput` instead of raising.
+
+    A deserializer that raises makes grpcio answer UNKNOWN ("Unexpected error deserializing")
+    before any handler runs; returned, the error reaches the handler, which answers it.
+    """
+    parse = message_class.FromString
+
+    def deserialize(data: bytes) -> Any:
+        try:
+            return parse(data)
+        except DecodeError as exc:
+            return unparseable(message_class, exc)
+
+    return deserialize
+
+
+def _refusing_unparseable(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``function`` behind a check: a request that could not be parsed is INVALID_ARGUMENT."""
+
+    async def handle(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        if isinstance(request, InvalidInput):
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.message)
+        return await function(request, context)
+
+    return handle
+
+
 def generic_handler(
     implementations: dict[str, Any],
     codecs: dict[str, tuple[Callable[[bytes], Any], Callable[[Any], bytes]]] | None = None,
@@ -50,15 +88,26 @@ def generic_handler(
     """A handler serving ``implementations`` (method name -> coroutine or async generator).
 
     ``codecs`` replaces a method's (request deserializer, response serializer); by default
-    they are the message classes' own. Methods of the service without an implementation are
-    not registered; gRPC answers them UNIMPLEMENTED.
+    they are the message classes' own, except that bytes which do not parse never reach
+    grpcio as an exception (it would answer UNKNOWN): a unary method is answered
+    INVALID_ARGUMENT "could not parse the <request type>: <why>" without its implementation
+    being called, and a streaming method's implementation receives an
+    :class:`~conveyor.errors.InvalidInput` in place of the message and answers it itself. A
+    method given a codec gets neither: its deserializer and implementation handle bad bytes
+    (the infer methods do, so the hot path has no extra call). Methods of the service
+    without an implementation are not registered; gRPC answers them UNIMPLEMENTED.
     """
     handlers = {}
     for name, function in implementations.items():
         method = METHODS[name]  # KeyError: not a method of the service
-        deserialize, serialize = (codecs or {}).get(
-            name, (method.request.FromString, method.response.SerializeToString)
-        )
+        codec = (codecs or {}).get(name)
+        if codec is None:
+            deserialize = tolerant_deserializer(method.request)
+            serialize = method.response.SerializeToString
+            if not (method.client_streaming or method.server_streaming):
+                function = _refusing_unparseable(function)
+        else:
+            deserialize, serialize = codec
         kwargs = {"request_deserializer": deserialize, "response_serializer": serialize}
         if method.client_streaming and method.server_streaming:
             handlers[name] = grpc.stream_stream_rpc_method_handler(function, **kwargs)

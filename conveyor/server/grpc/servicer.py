@@ -33,6 +33,7 @@ from conveyor.protocol import metadata
 from conveyor.server.grpc import converters, wire
 from conveyor.server.grpc._generated import grpc_service_pb2 as pb
 from conveyor.server.grpc._generated import model_config_pb2
+from conveyor.server.grpc.service import unparseable
 
 if TYPE_CHECKING:
     from conveyor.server.metrics import LatencyHistograms
@@ -336,7 +337,7 @@ def _read_infer_request(data: bytes) -> Received | InvalidInput:
         return wire.split_raw(data, pb.ModelInferRequest, wire.RAW_INPUT_FIELD)
     except DecodeError as exc:
         # Raised here, gRPC would answer UNKNOWN; the handler answers INVALID_ARGUMENT.
-        return InvalidInput(f"the request is not a valid ModelInferRequest message: {exc}")
+        return unparseable(pb.ModelInferRequest, exc)
 
 
 # gRPC carries the status message in a trailer, and clients refuse trailers over 16 KiB
