@@ -143,9 +143,25 @@ class ThreadInstances:
             return sum(instance.stuck for instance in self._instances)
 
     def join(self, timeout: float | None = None) -> bool:
-        """Wait for every thread to finish its last request; True if all did in time."""
+        """Wait for every thread to finish its last request; True if all did in time.
+
+        A stuck thread is not waited for (its requests were already failed, and it may
+        never return): it counts as finished, though ``alive()`` still sees it.
+        """
         deadline = None if timeout is None else time.monotonic() + timeout
-        for thread in self._threads:
-            thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        for instance, thread in zip(self._instances, self._threads, strict=True):
+            while thread.is_alive() and not instance.stuck:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    break
+                # In slices when a watchdog may declare it stuck meanwhile.
+                thread.join(left if self._timeout is None else min(left or 0.05, 0.05))
         self._stop_watching.set()
-        return not any(thread.is_alive() for thread in self._threads)
+        return all(
+            not thread.is_alive() or instance.stuck
+            for instance, thread in zip(self._instances, self._threads, strict=True)
+        )
+
+    def alive(self) -> bool:
+        """True while any thread still runs (a stuck one may, long after ``join``)."""
+        return any(thread.is_alive() for thread in self._threads)

@@ -334,7 +334,9 @@ class ModelVersion:
         """Take no new requests, finish every queued and running one, release the model."""
         self.queue.close()
         drained = self._instances.join(timeout)
-        if drained:
+        # A thread stuck past execution_timeout_s may still be inside the model: leave the
+        # model to the garbage collector rather than release it under that thread.
+        if drained and not (self._threads is not None and self._threads.alive()):
             for model in self._loaded:
                 model.close()
         return drained

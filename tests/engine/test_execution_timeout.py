@@ -77,3 +77,17 @@ def test_without_a_timeout_a_long_execution_just_runs(repo: RepoBuilder):
     repo.sleep_model(instances=1)
     with Engine.from_repository(repo.path) as engine:
         assert engine.submit("sleep", seconds(0.5)).result(timeout=5)["OUTPUT0"].tolist() == [0.5]
+
+
+def test_closing_does_not_wait_for_a_stuck_instance(repo: RepoBuilder):
+    config = SLEEP_CONFIG.format(instances=2, queue=8)
+    repo.python("sleep", SLEEP_MODEL, f"execution_timeout_s = {TIMEOUT_S}\n{config}")
+    engine = Engine.from_repository(repo.path)
+    hung = engine.submit("sleep", seconds(HANG_S))
+    running = engine.submit("sleep", seconds(0.125))  # within the timeout: it must finish
+    with pytest.raises(conveyor.ModelError):
+        hung.result(timeout=HANG_S)
+    started = time.monotonic()
+    engine.close()
+    assert time.monotonic() - started < HANG_S - 1.0  # did not wait for the stuck thread
+    assert running.result(timeout=0)["OUTPUT0"].tolist() == [0.125]
