@@ -22,6 +22,7 @@ import psutil
 import pytest
 import tritonclient.grpc as grpcclient
 from rel_util import SLEEP_CONFIG, SLEEP_MODEL, metric, python_model, wait_until
+from tritonclient.utils import InferenceServerException
 
 from conveyor.testing import run_server
 
@@ -143,6 +144,47 @@ def test_sigterm_under_grpc_load_answers_every_admitted_request(tmp_path: Path) 
             server.process.send_signal(signal.SIGTERM)
             wait_until(lambda: len(results) == 12, 30, "every request answered")
         assert server.process.wait(30) == 0
+    for i, result in sorted(results.items()):
+        assert not isinstance(result, Exception), (i, result)
+        assert result.as_numpy("OUTPUT0").tolist() == [np.float32(0.3)], i  # type: ignore[attr-defined]
+        assert result.get_response().id == str(i)  # type: ignore[attr-defined]
+
+
+def test_unloading_under_load_finishes_every_admitted_request(tmp_path: Path) -> None:
+    python_model(tmp_path, "sleep", SLEEP_MODEL, SLEEP_CONFIG.format(instances=2, queue=64))
+    args = ["--model-control", "explicit", "--load-model", "sleep"]
+    with run_server(tmp_path, extra_args=args) as server:
+        address = server.grpc_url.removeprefix("grpc://")
+        results: dict[int, object] = {}
+        with grpcclient.InferenceServerClient(address) as client:
+            for i in range(8):
+                x = grpcclient.InferInput("INPUT0", [1], "FP32")
+                x.set_data_from_numpy(np.array([0.3], np.float32))
+                client.async_infer(
+                    "sleep",
+                    [x],
+                    lambda result, error, i=i: results.__setitem__(i, error or result),
+                    request_id=str(i),
+                )
+
+            def admitted() -> bool:
+                queued = metric(server, "nv_inference_pending_request_count", "sleep")
+                # The two running are in neither count.
+                return queued + metric(server, "nv_inference_count", "sleep") >= 6
+
+            wait_until(admitted, 20, "all requests admitted")
+            started = time.monotonic()
+            client.unload_model("sleep", client_timeout=30)  # returns once they finished
+            unloaded_after = time.monotonic() - started
+            # Every admitted request was answered before the unload returned.
+            assert len(results) == 8, sorted(results)
+            assert not client.is_model_ready("sleep")
+            x = grpcclient.InferInput("INPUT0", [1], "FP32")
+            x.set_data_from_numpy(np.array([0.0], np.float32))
+            with pytest.raises(InferenceServerException, match="not ready"):
+                client.infer("sleep", [x], client_timeout=10)
+        assert server.process.poll() is None
+    assert unloaded_after > 0.2  # it waited for the queue (4 rounds of 0.3 s on 2 instances)
     for i, result in sorted(results.items()):
         assert not isinstance(result, Exception), (i, result)
         assert result.as_numpy("OUTPUT0").tolist() == [np.float32(0.3)], i  # type: ignore[attr-defined]
