@@ -150,6 +150,31 @@ def test_sigterm_under_grpc_load_answers_every_admitted_request(tmp_path: Path) 
         assert result.get_response().id == str(i)  # type: ignore[attr-defined]
 
 
+def test_sigterm_ends_an_open_grpc_stream_once_it_is_answered(tmp_path: Path) -> None:
+    python_model(tmp_path, "sleep", SLEEP_MODEL, SLEEP_CONFIG.format(instances=1, queue=8))
+    results: list[object] = []
+    with run_server(tmp_path, extra_args=["--drain-timeout", "30"]) as server:
+        client = grpcclient.InferenceServerClient(server.grpc_url.removeprefix("grpc://"))
+        client.start_stream(lambda result, error: results.append(error or result))
+        x = grpcclient.InferInput("INPUT0", [1], "FP32")
+        x.set_data_from_numpy(np.array([0.5], np.float32))
+        client.async_stream_infer("sleep", [x], request_id="last")
+        wait_until(lambda: len(results) == 1, 20, "the stream's answer")
+        started = time.monotonic()
+        server.process.send_signal(signal.SIGTERM)
+        # The stream stays open on the client's side, idle once answered: the server ends
+        # it instead of waiting out the 30 s drain timeout.
+        assert server.process.wait(15) == 0
+        exited_after = time.monotonic() - started
+        client.stop_stream()
+        client.close()
+    assert exited_after < 10, exited_after
+    result = results[0]
+    assert not isinstance(result, Exception), result
+    assert result.as_numpy("OUTPUT0").tolist() == [0.5]  # type: ignore[attr-defined]
+    assert result.get_response().id == "last"  # type: ignore[attr-defined]
+
+
 def test_unloading_under_load_finishes_every_admitted_request(tmp_path: Path) -> None:
     python_model(tmp_path, "sleep", SLEEP_MODEL, SLEEP_CONFIG.format(instances=2, queue=64))
     args = ["--model-control", "explicit", "--load-model", "sleep"]

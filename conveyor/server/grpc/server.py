@@ -36,6 +36,7 @@ async def start_grpc_server(
     histograms: LatencyHistograms | None = None,
     auth: BearerAuth | None = None,
     tls: tuple[str, str] | None = None,
+    servicer: InferenceServicer | None = None,
 ) -> grpc.aio.Server:
     """Serve ``inference.GRPCInferenceService`` for ``engine`` on ``host:port``; return the server.
 
@@ -43,11 +44,13 @@ async def start_grpc_server(
     (the server binds its ports first). Messages larger than ``max_message_bytes`` either
     way are refused by gRPC itself (RESOURCE_EXHAUSTED) before any of it is parsed. With
     ``auth``, calls other than ServerLive/ServerReady need the bearer token; with ``tls``
-    (certificate file, key file) the port speaks TLS only. Raises OSError if the port is
-    taken.
+    (certificate file, key file) the port speaks TLS only. ``servicer``: one made by the
+    caller (to end its streams on drain); by default one is made here. Raises OSError if
+    the port is taken.
     """
-    get_engine = engine if callable(engine) else (lambda: engine)
-    servicer = InferenceServicer(get_engine, histograms=histograms)
+    if servicer is None:
+        get_engine = engine if callable(engine) else (lambda: engine)
+        servicer = InferenceServicer(get_engine, histograms=histograms)
     server = grpc.aio.server(
         interceptors=[TokenInterceptor(auth)] if auth is not None else None,
         options=[
@@ -108,6 +111,7 @@ class GRPCFrontEnd:
         self._max_message_bytes = max_message_bytes
         self._histograms = histograms
         self._server: grpc.aio.Server | None = None
+        self._servicer: InferenceServicer | None = None
 
     @property
     def url(self) -> str:
@@ -115,6 +119,7 @@ class GRPCFrontEnd:
         return f"grpc://{host}:{self._port}"
 
     async def start(self) -> None:
+        self._servicer = InferenceServicer(self._engine, histograms=self._histograms)
         self._server = await start_grpc_server(
             self._engine,
             self._host,
@@ -123,12 +128,15 @@ class GRPCFrontEnd:
             histograms=self._histograms,
             auth=self._auth,
             tls=self._tls,
+            servicer=self._servicer,
         )
         log.info("%s listening on %s", self.name, self.url)
 
     async def stop(self, timeout: float) -> None:
         """Refuse new RPCs; give running ones (and open streams) ``timeout`` s to finish."""
         if self._server is not None:
+            if self._servicer is not None:
+                self._servicer.end_streams()
             await stop_grpc_server(self._server, timeout)
             self._server = None
             log.info("%s stopped", self.name)

@@ -43,6 +43,9 @@ log = logging.getLogger("conveyor.server.grpc")
 Context = grpc.aio.ServicerContext
 R = TypeVar("R", bound=Message)
 
+# Put on an open stream's answer queue when the server starts draining.
+_DRAIN = object()
+
 _STATUS = {
     ErrorKind.INVALID_ARGUMENT: grpc.StatusCode.INVALID_ARGUMENT,
     ErrorKind.NOT_FOUND: grpc.StatusCode.NOT_FOUND,
@@ -81,6 +84,19 @@ class InferenceServicer:
         self._get_engine = engine
         self._histograms = histograms
         self._clock = time.perf_counter
+        # Each open ModelStreamInfer's answer queue, so a drain can end the idle ones.
+        self._streams: set[asyncio.Queue[Any]] = set()
+        self._draining = False
+
+    def end_streams(self) -> None:
+        """Draining: each open stream ends (OK) once it has answered what it was sent.
+
+        Without this, a client that keeps an idle stream open would hold the server's
+        shutdown for the whole drain timeout.
+        """
+        self._draining = True
+        for answers in self._streams:
+            answers.put_nowait(_DRAIN)
 
     @property
     def _engine(self) -> Engine:
@@ -171,8 +187,9 @@ class InferenceServicer:
         ``infer_response`` carrying its id) and the stream goes on.
         """
         loop = asyncio.get_running_loop()
-        # Answers, in the order their requests completed; None: the request stream ended.
-        answers: asyncio.Queue[pb.ModelStreamInferResponse | None] = asyncio.Queue()
+        # Answers, in the order their requests completed; None: the request stream ended;
+        # _DRAIN: the server is draining, so end the stream once nothing is unanswered.
+        answers: asyncio.Queue[pb.ModelStreamInferResponse | object | None] = asyncio.Queue()
         running: set[InferFuture] = set()  # submitted, not yet completed: cancelled on exit
         unanswered = 0  # requests read whose answer is not yet written
 
@@ -211,9 +228,15 @@ class InferenceServicer:
 
         reader = asyncio.create_task(read())
         reading = True
+        self._streams.add(answers)
+        if self._draining:
+            answers.put_nowait(_DRAIN)
         try:
             while reading or unanswered:
                 answer = await answers.get()
+                if answer is _DRAIN:
+                    reading = False  # requests already read are still answered
+                    continue
                 if answer is None:
                     reading = False
                     reader.result()  # re-raise what ended the request stream, if anything
@@ -221,6 +244,7 @@ class InferenceServicer:
                 unanswered -= 1
                 yield answer
         finally:
+            self._streams.discard(answers)
             reader.cancel()
             for future in running:
                 future.cancel()  # the client is gone: drop what is still queued
