@@ -84,6 +84,9 @@ def test_the_event_loop_answers_while_models_compute(server: RunningServer, clie
 def test_priority_reaches_the_engine(server: RunningServer, client) -> None:
     # gate has one instance: two blockers keep it busy for ~1 s while the others queue.
     blockers = [client.submit("gate", seconds(0.5)) for _ in range(2)]
+    # Requests travel on separate connections and may overtake each other: low must not
+    # reach the idle instance first, so wait until a blocker runs and the other queues.
+    wait_until(lambda: pending(server, "gate") >= 1)
     low = client.submit("gate", seconds(0.0), priority=-1, request_id="low")
     wait_until(lambda: pending(server, "gate") >= 2)
     default = client.submit("gate", seconds(0.0), request_id="default")
@@ -110,6 +113,7 @@ def test_priority_from_tritonclient(server: RunningServer, host_port: str, clien
             return (await low).as_numpy("OUTPUT1")[0], default.as_numpy("OUTPUT1")[0]
 
     blockers = [client.submit("gate", seconds(1.0)) for _ in range(2)]
+    wait_until(lambda: pending(server, "gate") >= 1)  # one runs, one queues: gate is busy
     low_started, default_started = asyncio.run(asyncio.wait_for(main(), 20))
     assert default_started < low_started  # Triton level 5 runs after the default level
     for blocker in blockers:
