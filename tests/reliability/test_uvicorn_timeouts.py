@@ -219,3 +219,11 @@ def test_a_connection_that_never_sends_is_closed_after_the_keep_alive_timeout(
         assert read_until_closed(sock) == b""
         took = time.monotonic() - started
     assert KEEP_ALIVE - 0.1 <= took < KEEP_ALIVE + SLACK, took
+
+
+def test_the_metrics_port_has_the_read_timeouts_too(server: RunningServer) -> None:
+    # The metrics endpoint is served by uvicorn whatever --http-impl says.
+    head = b"GET /metrics HTTP/1.1\r\nHost: x\r\n"
+    received, took, _ = dribble(server.metrics_port, [head], 0.0)
+    assert_cut_off(received, b"headers")
+    assert TIMEOUT - 0.1 <= took < TIMEOUT + SLACK, took
