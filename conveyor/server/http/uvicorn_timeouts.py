@@ -150,6 +150,10 @@ class HttpToolsReadTimeouts(_ReadTimeouts, HttpToolsProtocol):
         super().on_message_complete()
         self._done_reading()
 
+    def handle_websocket_upgrade(self) -> None:
+        self._done_reading()  # the connection now belongs to uvicorn's websocket protocol
+        super().handle_websocket_upgrade()
+
 
 class H11ReadTimeouts(_ReadTimeouts, H11Protocol):
     """``http="h11"``: h11 has no callbacks, so read its state after each event batch."""
@@ -173,6 +177,10 @@ class H11ReadTimeouts(_ReadTimeouts, H11Protocol):
     def on_response_complete(self) -> None:
         super().on_response_complete()
         self._follow()  # a pipelined request may have been parsed (or half-parsed) now
+
+    def handle_websocket_upgrade(self, event: h11.Request) -> None:
+        self._done_reading()  # the connection now belongs to uvicorn's websocket protocol
+        super().handle_websocket_upgrade(event)
 
     def _follow(self) -> None:
         state = self.conn.their_state
