@@ -48,7 +48,9 @@ class ASGIFrontEnd:
     """An ASGI app served by uvicorn's httptools protocol on our own loop and socket.
 
     We drive ``uvicorn.Server``'s startup/shutdown ourselves instead of ``serve()``, so
-    uvicorn installs no signal handlers and several front ends share one loop.
+    uvicorn installs no signal handlers and several front ends share one loop. With
+    ``header_timeout`` and ``body_timeout`` uvicorn's protocol is swapped for a subclass
+    that enforces them (``http/uvicorn_timeouts.py``); stock uvicorn has neither.
     """
 
     def __init__(
@@ -61,8 +63,15 @@ class ASGIFrontEnd:
         http: str = "httptools",
         tls: tuple[str, str] | None = None,
         keep_alive_timeout: float = 30.0,
+        header_timeout: float | None = None,
+        body_timeout: float | None = None,
     ) -> None:
         self.name = name
+        protocol: Any = http
+        if header_timeout is not None and body_timeout is not None:
+            from conveyor.server.http.uvicorn_timeouts import timed_protocol
+
+            protocol = timed_protocol(http, header_timeout, body_timeout)
         self._host = host
         self._port = port
         self._tls = tls is not None
@@ -70,7 +79,7 @@ class ASGIFrontEnd:
             app,
             host=host,
             port=port,
-            http=http,  # httptools measured fastest (bench/http_stack.py)
+            http=protocol,  # httptools measured fastest (bench/http_stack.py)
             lifespan="off",
             # We listen on our own socket and trust no proxy: skip uvicorn's header rewriting.
             proxy_headers=False,

@@ -195,6 +195,17 @@ def metrics_front_end(
     *,
     auth: BearerAuth | None = None,
     tls: tuple[str, str] | None = None,
+    header_timeout: float | None = None,
+    body_timeout: float | None = None,
 ) -> ASGIFrontEnd:
     app = MetricsApp(registry(engine, histograms), auth)
-    return ASGIFrontEnd("metrics", app, host, port, tls=tls)
+    # Served by uvicorn too: without the read timeouts a slow sender could hold this port.
+    return ASGIFrontEnd(
+        "metrics",
+        app,
+        host,
+        port,
+        tls=tls,
+        header_timeout=header_timeout,
+        body_timeout=body_timeout,
+    )

@@ -130,6 +130,8 @@ class Server:
                     s.metrics_port,
                     auth=auth,
                     tls=tls,
+                    header_timeout=s.http_header_timeout,
+                    body_timeout=s.http_body_timeout,
                 )
             )
         return front_ends

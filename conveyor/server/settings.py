@@ -72,9 +72,9 @@ class Settings:
     http_impl: str = dataclasses.field(
         default="httptools",
         metadata=_option(
-            "HTTP implementation: httptools (ours, fastest) or uvicorn (the same routes as an "
-            "ASGI app on uvicorn)",
-            choices=("httptools", "uvicorn"),
+            "HTTP implementation: httptools (ours, fastest), uvicorn (the same routes as an "
+            "ASGI app on uvicorn) or uvicorn-h11 (that, on uvicorn's pure-Python h11 parser)",
+            choices=("httptools", "uvicorn", "uvicorn-h11"),
         ),
     )
     drain_timeout: float = dataclasses.field(
@@ -102,14 +102,14 @@ class Settings:
         default=10.0,
         metadata=_option(
             "seconds a client may take to send a request's line and headers, from its first "
-            "byte; slower: 408 and the connection is closed (httptools implementation)"
+            "byte; slower: 408 and the connection is closed"
         ),
     )
     http_body_timeout: float = dataclasses.field(
         default=30.0,
         metadata=_option(
             "seconds a client may leave a request body half-sent without sending more; "
-            "longer: 408 and the connection is closed (httptools implementation)"
+            "longer: 408 and the connection is closed"
         ),
     )
     http_keep_alive_timeout: float = dataclasses.field(

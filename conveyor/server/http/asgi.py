@@ -37,6 +37,7 @@ class ASGIApp:
         if scope["type"] != "http":
             return  # lifespan is off; websockets are not served
         content_length = encoding = accept = header_length = authorization = None
+        chunked = False
         for name, value in scope["headers"]:
             if name == b"authorization":
                 authorization = value
@@ -48,7 +49,12 @@ class ASGIApp:
                 encoding = value
             elif name == b"accept-encoding":
                 accept = value
-        state = _BodyState()
+            elif name == b"transfer-encoding":
+                chunked = True
+        # Until read_body() has read it whole, a request's body is "unread"; answering with
+        # it unread closes the connection, so uvicorn never goes on reading (and dropping)
+        # a body the routes refused or did not need, however long it is.
+        state = _BodyState(chunked or content_length not in (None, b"0"))
         limit = self.max_body_bytes
 
         async def read_body() -> bytes:
@@ -75,9 +81,9 @@ class ASGIApp:
             headers = list(JSON)
             if status == 401:
                 headers.append((b"www-authenticate", CHALLENGE))
-            if state.unread:
-                # The rest of the body was never read: this connection cannot be reused.
-                headers.append(_CLOSE)
+        if state.unread:
+            # The rest of the body was never read: this connection cannot be reused.
+            headers = [*headers, _CLOSE]
         body, chosen = bodies.maybe_compress(path, status, body, accept)
         if chosen is not None:
             headers = [*headers, (b"content-encoding", chosen)]
@@ -94,8 +100,8 @@ class ASGIApp:
 class _BodyState:
     __slots__ = ("unread",)
 
-    def __init__(self) -> None:
-        self.unread = False
+    def __init__(self, unread: bool) -> None:
+        self.unread = unread
 
 
 async def _read_body(
@@ -112,15 +118,19 @@ async def _read_body(
     body: bytes = message.get("body", b"")
     more = message.get("more_body", False)
     if not more and len(body) <= limit:
+        state.unread = False
         return body
     chunks = [body]
     size = len(body)
     while True:
         if size > limit:
             # Without a Content-Length (chunked) the limit is enforced as the body arrives.
-            state.unread = more
+            # Close after answering even if this was the last piece, as protocol.py does:
+            # an over-limit request never leaves its connection open for more.
+            state.unread = True
             raise bodies.too_large(f"more than {limit} bytes", limit)
         if not more:
+            state.unread = False
             return b"".join(chunks)
         message = await receive()
         if message["type"] == "http.disconnect":

@@ -515,10 +515,11 @@ def http_front_end(
     body_timeout: float = BODY_TIMEOUT_SECONDS,
     keep_alive_timeout: float = KEEP_ALIVE_SECONDS,
 ) -> Any:
-    """The HTTP front end by implementation name: httptools (default) or uvicorn (ASGI).
+    """The HTTP front end by implementation name: httptools (default) or uvicorn (ASGI),
+    the latter on uvicorn's httptools parser or, as ``uvicorn-h11``, its h11 one.
 
-    ``tls`` is (certificate file, key file). The read timeouts apply to httptools only;
-    uvicorn has its keep-alive timeout but no header or body timeout.
+    ``tls`` is (certificate file, key file). Every implementation enforces the header, body
+    and keep-alive timeouts (uvicorn through ``uvicorn_timeouts.py``).
     """
     if impl == "httptools":
         from conveyor.server.tls import server_context
@@ -547,5 +548,9 @@ def http_front_end(
             http="h11" if impl == "uvicorn-h11" else "httptools",
             tls=tls,
             keep_alive_timeout=keep_alive_timeout,
+            header_timeout=header_timeout,
+            body_timeout=body_timeout,
         )
-    raise ValueError(f"unknown HTTP implementation {impl!r}; use httptools or uvicorn")
+    raise ValueError(
+        f"unknown HTTP implementation {impl!r}; use httptools, uvicorn or uvicorn-h11"
+    )
