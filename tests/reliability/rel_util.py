@@ -110,16 +110,21 @@ def raw_exchange(port: int, data: bytes, timeout: float = 10.0) -> bytes:
     """Send ``data`` on a fresh connection and read until the server closes it."""
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
         sock.sendall(data)
-        chunks = []
-        while True:
-            try:
-                chunk = sock.recv(65536)
-            except ConnectionResetError:
-                break
-            if not chunk:
-                break
-            chunks.append(chunk)
-        return b"".join(chunks)
+        return read_until_closed(sock)
+
+
+def read_until_closed(sock: socket.socket) -> bytes:
+    """Everything the server sends until it closes (or resets) the connection."""
+    chunks = []
+    while True:
+        try:
+            chunk = sock.recv(65536)
+        except ConnectionResetError:
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def metric(server: RunningServer, name: str, model: str, headers: dict | None = None) -> float:

@@ -24,7 +24,7 @@ import tritonclient.grpc as grpcclient
 from rel_util import SLEEP_CONFIG, SLEEP_MODEL, metric, python_model, wait_until
 from tritonclient.utils import InferenceServerException
 
-from conveyor.testing import run_server
+from conveyor.testing import RunningServer, run_server
 
 SERVICE_S = 0.02  # one request's compute: 20 ms, one instance -> 50 requests/s
 QUEUE = 4
@@ -120,34 +120,53 @@ def test_ten_times_overload_is_refused_fast_and_recovers(tmp_path: Path) -> None
     assert after >= 0.7 * baseline, (baseline, after)
 
 
-def test_sigterm_under_grpc_load_answers_every_admitted_request(tmp_path: Path) -> None:
-    python_model(tmp_path, "sleep", SLEEP_MODEL, SLEEP_CONFIG.format(instances=2, queue=64))
-    with run_server(tmp_path) as server:
-        address = server.grpc_url.removeprefix("grpc://")
-        results: dict[int, object] = {}
-        with grpcclient.InferenceServerClient(address) as client:
-            for i in range(12):
-                x = grpcclient.InferInput("INPUT0", [1], "FP32")
-                x.set_data_from_numpy(np.array([0.3], np.float32))
-                client.async_infer(
-                    "sleep",
-                    [x],
-                    lambda result, error, i=i: results.__setitem__(i, error or result),
-                    request_id=str(i),
-                )
+def sleep_input(seconds: float) -> grpcclient.InferInput:
+    x = grpcclient.InferInput("INPUT0", [1], "FP32")
+    x.set_data_from_numpy(np.array([seconds], np.float32))
+    return x
 
-            def admitted() -> bool:
-                queued = metric(server, "nv_inference_pending_request_count", "sleep")
-                return queued + metric(server, "nv_inference_count", "sleep") >= 10
 
-            wait_until(admitted, 20, "all requests admitted")
-            server.process.send_signal(signal.SIGTERM)
-            wait_until(lambda: len(results) == 12, 30, "every request answered")
-        assert server.process.wait(30) == 0
+def send_sleeps(client: grpcclient.InferenceServerClient, count: int) -> dict[int, object]:
+    """``count`` requests of 0.3 s sent at once, ids "0".."count-1"; answers land in the dict."""
+    results: dict[int, object] = {}
+    for i in range(count):
+        client.async_infer(
+            "sleep",
+            [sleep_input(0.3)],
+            lambda result, error, i=i: results.__setitem__(i, error or result),
+            request_id=str(i),
+        )
+    return results
+
+
+def wait_admitted(server: RunningServer, count: int, running: int = 2) -> None:
+    def admitted() -> bool:
+        # The requests running are in neither count.
+        queued = metric(server, "nv_inference_pending_request_count", "sleep")
+        return queued + metric(server, "nv_inference_count", "sleep") >= count - running
+
+    wait_until(admitted, 20, "all requests admitted")
+
+
+def assert_each_answered(results: dict[int, object], count: int) -> None:
+    assert sorted(results) == list(range(count))
     for i, result in sorted(results.items()):
         assert not isinstance(result, Exception), (i, result)
         assert result.as_numpy("OUTPUT0").tolist() == [np.float32(0.3)], i  # type: ignore[attr-defined]
         assert result.get_response().id == str(i)  # type: ignore[attr-defined]
+
+
+def test_sigterm_under_grpc_load_answers_every_admitted_request(tmp_path: Path) -> None:
+    python_model(tmp_path, "sleep", SLEEP_MODEL, SLEEP_CONFIG.format(instances=2, queue=64))
+    with run_server(tmp_path) as server:
+        address = server.grpc_url.removeprefix("grpc://")
+        with grpcclient.InferenceServerClient(address) as client:
+            results = send_sleeps(client, 12)
+            wait_admitted(server, 12)
+            server.process.send_signal(signal.SIGTERM)
+            wait_until(lambda: len(results) == 12, 30, "every request answered")
+        assert server.process.wait(30) == 0
+    assert_each_answered(results, 12)
 
 
 def test_sigterm_ends_an_open_grpc_stream_once_it_is_answered(tmp_path: Path) -> None:
@@ -156,9 +175,7 @@ def test_sigterm_ends_an_open_grpc_stream_once_it_is_answered(tmp_path: Path) ->
     with run_server(tmp_path, extra_args=["--drain-timeout", "30"]) as server:
         client = grpcclient.InferenceServerClient(server.grpc_url.removeprefix("grpc://"))
         client.start_stream(lambda result, error: results.append(error or result))
-        x = grpcclient.InferInput("INPUT0", [1], "FP32")
-        x.set_data_from_numpy(np.array([0.5], np.float32))
-        client.async_stream_infer("sleep", [x], request_id="last")
+        client.async_stream_infer("sleep", [sleep_input(0.5)], request_id="last")
         wait_until(lambda: len(results) == 1, 20, "the stream's answer")
         started = time.monotonic()
         server.process.send_signal(signal.SIGTERM)
@@ -181,40 +198,21 @@ def test_unloading_under_load_finishes_every_admitted_request(tmp_path: Path) ->
     args = ["--model-control", "explicit", "--load-model", "sleep"]
     with run_server(tmp_path, extra_args=args) as server:
         address = server.grpc_url.removeprefix("grpc://")
-        results: dict[int, object] = {}
         with grpcclient.InferenceServerClient(address) as client:
-            for i in range(8):
-                x = grpcclient.InferInput("INPUT0", [1], "FP32")
-                x.set_data_from_numpy(np.array([0.3], np.float32))
-                client.async_infer(
-                    "sleep",
-                    [x],
-                    lambda result, error, i=i: results.__setitem__(i, error or result),
-                    request_id=str(i),
-                )
-
-            def admitted() -> bool:
-                queued = metric(server, "nv_inference_pending_request_count", "sleep")
-                # The two running are in neither count.
-                return queued + metric(server, "nv_inference_count", "sleep") >= 6
-
-            wait_until(admitted, 20, "all requests admitted")
+            results = send_sleeps(client, 8)
+            wait_admitted(server, 8)
             started = time.monotonic()
             client.unload_model("sleep", client_timeout=30)  # returns once they finished
             unloaded_after = time.monotonic() - started
-            # Every admitted request was answered before the unload returned.
-            assert len(results) == 8, sorted(results)
+            # Every admitted request ran to its own result (the answers may reach this
+            # client a moment after the unload's own answer does).
+            wait_until(lambda: len(results) == 8, 10, "every request answered")
             assert not client.is_model_ready("sleep")
-            x = grpcclient.InferInput("INPUT0", [1], "FP32")
-            x.set_data_from_numpy(np.array([0.0], np.float32))
             with pytest.raises(InferenceServerException, match="not ready"):
-                client.infer("sleep", [x], client_timeout=10)
+                client.infer("sleep", [sleep_input(0.0)], client_timeout=10)
         assert server.process.poll() is None
     assert unloaded_after > 0.2  # it waited for the queue (4 rounds of 0.3 s on 2 instances)
-    for i, result in sorted(results.items()):
-        assert not isinstance(result, Exception), (i, result)
-        assert result.as_numpy("OUTPUT0").tolist() == [np.float32(0.3)], i  # type: ignore[attr-defined]
-        assert result.get_response().id == str(i)  # type: ignore[attr-defined]
+    assert_each_answered(results, 8)
 
 
 def _soak_module():  # type: ignore[no-untyped-def]

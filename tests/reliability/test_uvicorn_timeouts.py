@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from rel_util import build_repository, raw_exchange
+from rel_util import build_repository, raw_exchange, read_until_closed
 
 from conveyor.testing import RunningServer, run_server
 
@@ -43,19 +43,6 @@ def server(tmp_path_factory: pytest.TempPathFactory, request) -> Iterator[Runnin
     with run_server(repository, extra_args=args) as running:
         yield running
         assert running.process.poll() is None, running.output()
-
-
-def read_until_closed(sock: socket.socket) -> bytes:
-    received = b""
-    while True:
-        try:
-            chunk = sock.recv(65536)
-        except ConnectionResetError:
-            break
-        if not chunk:
-            return received
-        received += chunk
-    return received
 
 
 def dribble(port: int, parts: list[bytes], gap: float) -> tuple[bytes, float, float]:

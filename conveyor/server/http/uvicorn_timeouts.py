@@ -50,12 +50,18 @@ class _ReadTimeouts:
     _deadline = 0.0
     _reading: str | None = None  # "headers" or "body" while a request is being read
 
-    def _idle_from_the_start(self) -> None:
+    # Listed first in each protocol's bases, so these run around uvicorn's own.
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)  # type: ignore[misc]
         # uvicorn arms its keep-alive timer only after a response; a silent new connection
         # would stay forever. data_received cancels it, as it does after a response.
         self.timeout_keep_alive_task = self.loop.call_later(
             self.timeout_keep_alive, self.timeout_keep_alive_handler
         )
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._done_reading()
+        super().connection_lost(exc)  # type: ignore[misc]
 
     def _expect(self, what: str) -> None:
         """The client must now send the request's ``what`` ("headers" or "body") in time."""
@@ -126,14 +132,6 @@ class _ReadTimeouts:
 class HttpToolsReadTimeouts(_ReadTimeouts, HttpToolsProtocol):
     """``http="httptools"``: the parser's callbacks mark where a request is."""
 
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
-        self._idle_from_the_start()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._done_reading()
-        super().connection_lost(exc)
-
     def on_message_begin(self) -> None:  # the request's first byte
         super().on_message_begin()
         self._expect("headers")
@@ -157,14 +155,6 @@ class HttpToolsReadTimeouts(_ReadTimeouts, HttpToolsProtocol):
 
 class H11ReadTimeouts(_ReadTimeouts, H11Protocol):
     """``http="h11"``: h11 has no callbacks, so read its state after each event batch."""
-
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
-        self._idle_from_the_start()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._done_reading()
-        super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
         if self._reading is None and self.conn.their_state is h11.IDLE:
