@@ -3,13 +3,15 @@
     ConveyorError
     ├── InvalidInput            a request that does not fit the model or the protocol
     ├── ModelNotFound           no such model or version in the repository
-    ├── ModelNotReady           the model exists but is not loaded (yet, or any more)
+    ├── ModelNotReady           the model exists but is not loaded (yet, or any more), or
+    │                           every instance is stuck past its execution_timeout_s
     ├── Unavailable             the server cannot take the request now; retrying later may work
     │   ├── QueueFull           the model's bounded queue is full
     │   └── ShuttingDown        the engine is draining and takes no new work
     ├── DeadlineExceeded        the request's timeout passed before it could run (or finish)
     ├── Cancelled               the caller cancelled the request while it was queued
-    ├── ModelError              the model itself failed (raised, or returned something wrong)
+    ├── ModelError              the model itself failed (raised, returned something wrong,
+    │                           or ran past its execution_timeout_s)
     ├── RepositoryError         a model repository entry or config is bad
     ├── Unauthenticated         a missing or wrong credential
     └── Unsupported             a feature this server does not offer
