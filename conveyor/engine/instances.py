@@ -137,11 +137,6 @@ class ThreadInstances:
     def count(self) -> int:
         return len(self._instances)
 
-    def stuck(self) -> int:
-        """How many instances are held by an execution past the timeout."""
-        with self._lock:
-            return sum(instance.stuck for instance in self._instances)
-
     def join(self, timeout: float | None = None) -> bool:
         """Wait for every thread to finish its last request; True if all did in time.
 
