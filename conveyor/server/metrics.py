@@ -17,8 +17,9 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry
 from prometheus_client.metrics_core import HistogramMetricFamily, Metric
+from prometheus_client.utils import floatToGoString
 
 from conveyor.errors import Unauthenticated
 from conveyor.server.auth import CHALLENGE, BearerAuth
@@ -140,6 +141,30 @@ def registry(
     return result
 
 
+def exposition(metrics_registry: CollectorRegistry) -> bytes:
+    """The registry in Prometheus text format 0.0.4, each family under its own name.
+
+    prometheus_client's ``generate_latest`` names a counter family ``<name>_total`` on its
+    HELP and TYPE lines; Triton's counters have no ``_total``, so their samples would not
+    belong to the family the lines declare (a parser would see them untyped).
+    """
+    out: list[str] = []
+    for family in metrics_registry.collect():
+        documentation = family.documentation.replace("\\", r"\\").replace("\n", r"\n")
+        out.append(f"# HELP {family.name} {documentation}\n# TYPE {family.name} {family.type}\n")
+        for sample in family.samples:
+            labels = ",".join(
+                f'{name}="{_escape_label(value)}"' for name, value in sorted(sample.labels.items())
+            )
+            braces = f"{{{labels}}}" if labels else ""
+            out.append(f"{sample.name}{braces} {floatToGoString(sample.value)}\n")
+    return "".join(out).encode()
+
+
+def _escape_label(value: str) -> str:
+    return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r'\"')
+
+
 class MetricsApp:
     """ASGI app: ``GET /metrics`` in Prometheus text format, built off the event loop."""
 
@@ -169,7 +194,7 @@ class MetricsApp:
         elif scope["path"] == "/metrics" and scope["method"] in ("GET", "HEAD"):
             loop = asyncio.get_running_loop()
             # Reading statistics takes the engine's locks: not on the event loop.
-            body = await loop.run_in_executor(None, generate_latest, self._registry)
+            body = await loop.run_in_executor(None, exposition, self._registry)
             status, content_type = 200, self.CONTENT_TYPE
         else:
             body, status, content_type = b"not found: metrics are at /metrics\n", 404, b"text/plain"

@@ -111,7 +111,7 @@ def test_sigterm_under_load_answers_every_admitted_request(tmp_path: Path) -> No
             with urllib.request.urlopen(server.metrics_url, timeout=5) as response:
                 text = response.read().decode()
             values = {
-                sample.name: sample.value
+                family.name: sample.value  # a counter's samples parse as "<family>_total"
                 for family in text_string_to_metric_families(text)
                 for sample in family.samples
                 if sample.labels.get("model") == "sleep"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 import urllib.error
 import urllib.request
@@ -26,8 +27,13 @@ def seconds(value: float) -> dict[str, np.ndarray]:
 def scrape(server: RunningServer) -> dict[tuple[str, tuple], float]:
     with urllib.request.urlopen(server.metrics_url, timeout=10) as response:
         text = response.read().decode()
+    # prometheus_client's parser calls a counter's samples "<family>_total" (OpenMetrics);
+    # on the wire they carry Triton's names, which are the family names.
     return {
-        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        (
+            family.name if family.type == "counter" else sample.name,
+            tuple(sorted(sample.labels.items())),
+        ): sample.value
         for family in text_string_to_metric_families(text)
         for sample in family.samples
     }
@@ -168,6 +174,27 @@ def test_metrics_move_after_requests(server: RunningServer, client) -> None:
     histogram_key = tuple(sorted(histogram))
     assert moved("conveyor_inference_request_duration_seconds_count", histogram_key) == 5
     assert after[("conveyor_inference_request_duration_seconds_sum", histogram_key)] > 0
+
+
+def test_metric_families_are_declared_under_triton_names(server: RunningServer) -> None:
+    with urllib.request.urlopen(server.metrics_url, timeout=10) as response:
+        text = response.read().decode()
+    declared = dict(re.findall(r"^# TYPE (\S+) (\S+)$", text, re.MULTILINE))
+    # Triton's counters, declared without prometheus_client's "_total" suffix.
+    for name in ("nv_inference_request_success", "nv_inference_count", "nv_inference_exec_count"):
+        assert declared[name] == "counter", declared
+    assert declared["nv_inference_pending_request_count"] == "gauge"
+    assert declared["conveyor_inference_request_duration_seconds"] == "histogram"
+    # Every sample belongs to a family declared above it (strict parsers need that).
+    family = ""
+    for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            family = line.split()[2]
+        elif line and not line.startswith("#"):
+            sample = re.split(r"[{ ]", line, maxsplit=1)[0]
+            suffix = sample.removeprefix(family)
+            assert suffix in ("", "_bucket", "_sum", "_count"), (family, sample)
+    assert "_total" not in text
 
 
 def test_failures_are_counted(server: RunningServer, client) -> None:
