@@ -1,12 +1,13 @@
 """The V2 datatype table: names on the wire <-> numpy dtypes, and element sizes.
 
 BYTES tensors are numpy object arrays whose elements are ``bytes``. BF16 is carried as
-``ml_dtypes.bfloat16`` (the dtype onnxruntime and JAX use), so it round-trips bit-exactly.
+``ml_dtypes.bfloat16`` (the dtype onnxruntime and JAX use), so it round-trips bit-exactly;
+ml_dtypes is imported the first time BF16 is needed, because importing it takes ~0.5 s
+(every ``import conveyor``: the CLI, the client, each process model's zygote).
 """
 
 from __future__ import annotations
 
-import ml_dtypes
 import numpy as np
 
 from conveyor.errors import InvalidInput
@@ -26,17 +27,27 @@ _NUMPY_OF: dict[str, np.dtype] = {
     "FP16": np.dtype(np.float16),
     "FP32": np.dtype(np.float32),
     "FP64": np.dtype(np.float64),
-    "BF16": np.dtype(ml_dtypes.bfloat16),
+    # "BF16" is added by _load_bf16() when first needed.
     BYTES: np.dtype(object),
 }
 
 _DATATYPE_OF: dict[np.dtype, str] = {dtype: name for name, dtype in _NUMPY_OF.items()}
 # Strings given as numpy unicode/bytes arrays are BYTES too.
-DATATYPES: tuple[str, ...] = tuple(_NUMPY_OF)
+DATATYPES: tuple[str, ...] = (*tuple(_NUMPY_OF)[:-1], "BF16", BYTES)
+_KNOWN = frozenset(DATATYPES)
+
+
+def _load_bf16() -> np.dtype:
+    import ml_dtypes
+
+    dtype = np.dtype(ml_dtypes.bfloat16)
+    _DATATYPE_OF[dtype] = "BF16"
+    _NUMPY_OF["BF16"] = dtype
+    return dtype
 
 
 def is_datatype(name: str) -> bool:
-    return name in _NUMPY_OF
+    return name in _KNOWN
 
 
 def numpy_dtype(datatype: str) -> np.dtype:
@@ -44,6 +55,8 @@ def numpy_dtype(datatype: str) -> np.dtype:
     try:
         return _NUMPY_OF[datatype]
     except (KeyError, TypeError):
+        if datatype == "BF16":
+            return _load_bf16()
         raise InvalidInput(
             f"unknown datatype {datatype!r}; expected one of {', '.join(DATATYPES)}"
         ) from None
@@ -57,6 +70,9 @@ def datatype_of(dtype: np.dtype) -> str:
     try:
         return _DATATYPE_OF[dtype.newbyteorder("=")]
     except KeyError:
+        if dtype.name == "bfloat16":  # an ml_dtypes array: someone has imported it already
+            _load_bf16()
+            return "BF16"
         raise InvalidInput(f"numpy dtype {dtype} has no V2 datatype") from None
 
 
