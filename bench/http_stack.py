@@ -8,9 +8,11 @@ prints infer/s and latency for each:
     python bench/http_stack.py --variants uvicorn-httptools-uvloop,aiohttp-uvloop
 
 perf_analyzer comes with tritonclient wheels (see shared/TOOLS.md); set PERF_ANALYZER to
-its path if it is not on PATH, and LD_LIBRARY_PATH to where libcudart.so.12 lives. A
-Python load generator cannot drive more than ~4,000 req/s from one core, which is below
-what the server does, so this script does not fall back to one.
+its path if it is not on PATH, and LD_LIBRARY_PATH to where libcudart.so.12 lives. It
+uses perf_analyzer, not ``conveyor bench``, so every stack is driven by a client none of
+them was written for; there is no fallback when perf_analyzer is missing. The uvicorn
+variants are stock uvicorn, without the read-timeout protocol ``--http-impl uvicorn``
+serves with (``conveyor/server/http/uvicorn_timeouts.py``).
 
 Internal: ``--serve VARIANT --port N`` runs one server (the script starts these itself).
 """
