@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
+from pathlib import Path
 
 import conveyor
 
@@ -76,3 +78,47 @@ def test_cli_models_runs_the_examples():
         assert f"{name}" in out.stdout
     assert out.stdout.count("READY") == 4
     assert "b'CONVEYOR'" in out.stdout
+
+
+# DESIGN.md's layers: a package may import those below it, never those above.
+FORBIDDEN_IMPORTS = {
+    "conveyor/protocol": ("conveyor.server", "conveyor.client", "conveyor.cli", "grpc", "uvicorn"),
+    "conveyor/engine": ("conveyor.server", "conveyor.client", "conveyor.cli", "grpc", "uvicorn"),
+    "conveyor/backends": ("conveyor.server", "conveyor.client", "conveyor.engine"),
+    "conveyor/repository": ("conveyor.server", "conveyor.client", "conveyor.engine"),
+    "conveyor/client": ("conveyor.server", "conveyor.engine.engine", "conveyor.cli"),
+}
+
+
+def test_imports_go_one_way():
+    root = Path(conveyor.__file__).resolve().parent.parent
+    found = []
+    for folder, forbidden in FORBIDDEN_IMPORTS.items():
+        for path in sorted((root / folder).rglob("*.py")):
+            if "_generated" in path.parts:
+                continue
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Import):
+                    names = [alias.name for alias in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                    names = [node.module]
+                else:
+                    continue
+                found += [
+                    f"{path.relative_to(root)}:{node.lineno} imports {name}"
+                    for name in names
+                    if any(name == bad or name.startswith(bad + ".") for bad in forbidden)
+                ]
+    assert found == []
+
+
+def test_the_clients_load_no_server_code_and_conveyor_no_ml_dtypes():
+    code = (
+        "import sys, conveyor, conveyor.client.grpc, conveyor.client.http; "
+        "print(sorted(m for m in sys.modules "
+        "if m.startswith('conveyor.server') or m == 'ml_dtypes'))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert out.stdout.strip() == "[]"

@@ -10,7 +10,7 @@ Tensors travel as raw bytes (``raw_input_contents``) unless ``raw_contents=False
 with any server of ``inference.GRPCInferenceService`` (Conveyor or Triton).
 
 It uses the .proto's generated messages, method table and converters from
-``conveyor.server.grpc``; those three modules import nothing of the server itself.
+``conveyor.protocol.grpc``, which the server's gRPC front end uses too.
 """
 
 from __future__ import annotations
@@ -38,10 +38,10 @@ from conveyor.errors import (
     Unsupported,
 )
 from conveyor.futures import InferFuture, Outputs
+from conveyor.protocol.grpc import converters, wire
+from conveyor.protocol.grpc._generated import grpc_service_pb2 as pb
+from conveyor.protocol.grpc.methods import METHODS
 from conveyor.protocol.parameters import wire_priority, wire_timeout
-from conveyor.server.grpc import converters, wire
-from conveyor.server.grpc._generated import grpc_service_pb2 as pb
-from conveyor.server.grpc.service import METHODS
 
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 

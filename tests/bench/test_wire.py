@@ -8,7 +8,7 @@ from conveyor.bench.targets import pbwire
 from conveyor.bench.targets.base import TargetSpec
 from conveyor.bench.targets.grpc import build_request as grpc_request
 from conveyor.bench.targets.http import build_request as http_request
-from conveyor.server.grpc._generated import grpc_service_pb2 as conveyor_pb2
+from conveyor.protocol.grpc._generated import grpc_service_pb2 as conveyor_pb2
 
 triton_pb2 = pytest.importorskip("tritonclient.grpc.service_pb2")
 

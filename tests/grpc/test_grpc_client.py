@@ -24,7 +24,7 @@ from conveyor.errors import (
 )
 from conveyor.futures import InferFuture, as_completed
 from conveyor.protocol.datatypes import DATATYPES, numpy_dtype
-from conveyor.server.grpc.converters import TYPED_FIELD
+from conveyor.protocol.grpc.converters import TYPED_FIELD
 from conveyor.testing import RunningServer
 
 

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from conveyor.errors import ErrorKind, InvalidInput, Unsupported
-from conveyor.server.grpc import converters
-from conveyor.server.grpc._generated import grpc_service_pb2 as pb
+from conveyor.protocol.grpc import converters
+from conveyor.protocol.grpc._generated import grpc_service_pb2 as pb
 from conveyor.server.grpc.servicer import status_code
 
 

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from google.protobuf.message import DecodeError
 
-from conveyor.server.grpc._generated import grpc_service_pb2 as pb
-from conveyor.server.grpc.service import METHODS
+from conveyor.protocol.grpc._generated import grpc_service_pb2 as pb
+from conveyor.protocol.grpc.methods import METHODS
 from conveyor.server.grpc.servicer import InferenceServicer
 
 TIMEOUT = 10  # seconds, every call

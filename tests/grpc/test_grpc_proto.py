@@ -15,7 +15,7 @@ from google.protobuf.descriptor import Descriptor, EnumDescriptor
 from tritonclient.grpc import model_config_pb2 as triton_config
 from tritonclient.grpc import service_pb2 as triton_service
 
-from conveyor.server.grpc._generated import grpc_service_pb2, model_config_pb2
+from conveyor.protocol.grpc._generated import grpc_service_pb2, model_config_pb2
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -7,8 +7,8 @@ import pytest
 from google.protobuf.message import DecodeError
 from tritonclient.grpc import service_pb2 as triton
 
-from conveyor.server.grpc import wire
-from conveyor.server.grpc._generated import grpc_service_pb2 as pb
+from conveyor.protocol.grpc import wire
+from conveyor.protocol.grpc._generated import grpc_service_pb2 as pb
 
 
 def request(*buffers: bytes) -> pb.ModelInferRequest:

@@ -23,8 +23,8 @@ from hypothesis import strategies as st
 from conveyor.errors import ConveyorError
 from conveyor.protocol import binary, bytes_codec, infer, json_codec
 from conveyor.protocol.datatypes import DATATYPES
-from conveyor.server.grpc import converters, wire
-from conveyor.server.grpc._generated import grpc_service_pb2 as pb
+from conveyor.protocol.grpc import converters, wire
+from conveyor.protocol.grpc._generated import grpc_service_pb2 as pb
 
 FUZZ = settings(
     max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True

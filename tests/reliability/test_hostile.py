@@ -14,7 +14,7 @@ import pytest
 from rel_util import python_model, raw_exchange
 
 from conveyor.examples import onnx_models
-from conveyor.server.grpc._generated import grpc_service_pb2 as pb
+from conveyor.protocol.grpc._generated import grpc_service_pb2 as pb
 from conveyor.testing import RunningServer, run_server
 
 LIMIT = 1024 * 1024  # --max-body-bytes and --grpc-max-message-bytes here

@@ -1,5 +1,5 @@
 """The V2 gRPC front end (``inference.GRPCInferenceService``, wire-compatible with Triton).
 
-Import :mod:`conveyor.server.grpc.server` to serve; this package itself imports nothing, so
-the gRPC client can use the generated messages and method table without the server parts.
+Import :mod:`conveyor.server.grpc.server` to serve. The messages, the method table and the
+tensor conversions it serves with are in :mod:`conveyor.protocol.grpc`, shared with the client.
 """

@@ -30,9 +30,9 @@ from conveyor.errors import (
 )
 from conveyor.futures import InferFuture
 from conveyor.protocol import metadata
-from conveyor.server.grpc import converters, wire
-from conveyor.server.grpc._generated import grpc_service_pb2 as pb
-from conveyor.server.grpc._generated import model_config_pb2
+from conveyor.protocol.grpc import converters, wire
+from conveyor.protocol.grpc._generated import grpc_service_pb2 as pb
+from conveyor.protocol.grpc._generated import model_config_pb2
 from conveyor.server.grpc.service import unparseable
 
 if TYPE_CHECKING:

@@ -30,14 +30,14 @@ from conveyor.protocol.datatypes import (
     element_count,
     numpy_dtype,
 )
+from conveyor.protocol.grpc import wire
+from conveyor.protocol.grpc._generated import grpc_service_pb2 as pb
 from conveyor.protocol.parameters import (
     DEFAULT_OPTIONS,
     RequestOptions,
     check_tensor_parameters,
     request_options,
 )
-from conveyor.server.grpc import wire
-from conveyor.server.grpc._generated import grpc_service_pb2 as pb
 
 # The one typed field that carries each datatype (FP16 and BF16 have none: raw only).
 TYPED_FIELD = {
@@ -56,7 +56,13 @@ TYPED_FIELD = {
 }
 
 # Fixed-size datatypes on the wire are little-endian whatever the host is.
-_WIRE_DTYPE = {name: numpy_dtype(name).newbyteorder("<") for name in DATATYPES if name != BYTES}
+# Little-endian dtype per fixed-size datatype; BF16 joins on first use (ml_dtypes is imported
+# only then, see datatypes.py).
+_WIRE_DTYPE = {
+    name: numpy_dtype(name).newbyteorder("<")
+    for name in DATATYPES
+    if name not in (BYTES, "BF16")
+}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -77,7 +83,7 @@ def infer_call(
     """Read and check a request; InvalidInput (or Unsupported) says what was expected.
 
     ``raw``: the request's raw_input_contents when they were split off the message by
-    :func:`conveyor.server.grpc.wire.split_raw` (default: the message's own field).
+    :func:`conveyor.protocol.grpc.wire.split_raw` (default: the message's own field).
     """
     if not request.model_name:
         raise InvalidInput("model_name is empty; name the model to run")
@@ -153,8 +159,8 @@ def raw_tensor(
             raise InvalidInput(f"{where}: {exc}") from None
     dtype = _WIRE_DTYPE.get(datatype)
     if dtype is None:
-        numpy_dtype(datatype)  # raises InvalidInput listing the known datatypes
-        raise AssertionError(datatype)
+        # BF16's first use, or InvalidInput listing the known datatypes.
+        dtype = _WIRE_DTYPE[datatype] = numpy_dtype(datatype).newbyteorder("<")
     expected = count * dtype.itemsize
     if len(buffer) != expected:
         raise InvalidInput(
