@@ -33,7 +33,7 @@ _NUMPY_OF: dict[str, np.dtype] = {
 
 _DATATYPE_OF: dict[np.dtype, str] = {dtype: name for name, dtype in _NUMPY_OF.items()}
 # Strings given as numpy unicode/bytes arrays are BYTES too.
-DATATYPES: tuple[str, ...] = (*tuple(_NUMPY_OF)[:-1], "BF16", BYTES)
+DATATYPES: tuple[str, ...] = (*(name for name in _NUMPY_OF if name != BYTES), "BF16", BYTES)
 _KNOWN = frozenset(DATATYPES)
 
 

@@ -12,10 +12,7 @@
 from __future__ import annotations
 
 import concurrent.futures
-import json
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 
 import numpy as np
@@ -27,6 +24,7 @@ from tritonclient.utils import InferenceServerException
 
 from conveyor.examples import onnx_models
 from conveyor.testing import RunningServer, run_server
+from tests.server.http_util import get_json, post_json
 
 TIMEOUT_S = 0.5  # the hang models' execution_timeout_s
 HANG_S = 6.0  # how long a hung execution sleeps: far past the timeout, and bounded
@@ -106,24 +104,11 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
 
 
 def http_post(server: RunningServer, model: str, body: dict) -> tuple[int, dict]:
-    request = urllib.request.Request(
-        f"{server.http_url}/v2/models/{model}/infer",
-        data=json.dumps(body).encode(),
-        headers={"Content-Type": "application/json"},
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
+    return post_json(server.http_url, f"/v2/models/{model}/infer", body, timeout=30)
 
 
 def http_get(server: RunningServer, path: str) -> int:
-    try:
-        with urllib.request.urlopen(f"{server.http_url}{path}", timeout=10) as response:
-            return response.status
-    except urllib.error.HTTPError as exc:
-        return exc.code
+    return get_json(server.http_url, path)[0]
 
 
 def sleep_body(seconds: float) -> dict:
@@ -131,9 +116,9 @@ def sleep_body(seconds: float) -> dict:
 
 
 def index(server: RunningServer) -> dict[str, dict]:
-    request = urllib.request.Request(f"{server.http_url}/v2/repository/index", data=b"{}")
-    with urllib.request.urlopen(request, timeout=10) as response:
-        return {entry["name"]: entry for entry in json.loads(response.read())}
+    status, entries = post_json(server.http_url, "/v2/repository/index", {})
+    assert status == 200, entries
+    return {entry["name"]: entry for entry in entries}
 
 
 def tiny_still_serves(server: RunningServer) -> None:
