@@ -28,12 +28,13 @@ from tritonclient.utils import InferenceServerException
 
 from conveyor.testing import RunningServer
 
-# numpy dtype each datatype is sent with through tritonclient (BF16: float32, truncated).
+# numpy dtype each datatype is sent with through tritonclient (BF16: ml_dtypes.bfloat16, which
+# tritonclient requires since 2.67; older ones took float32 and truncated it).
 TRITON_NUMPY = {
     "BOOL": np.bool_, "UINT8": np.uint8, "UINT16": np.uint16, "UINT32": np.uint32,
     "UINT64": np.uint64, "INT8": np.int8, "INT16": np.int16, "INT32": np.int32,
     "INT64": np.int64, "FP16": np.float16, "FP32": np.float32, "FP64": np.float64,
-    "BF16": np.float32, "BYTES": np.object_,
+    "BF16": ml_dtypes.bfloat16, "BYTES": np.object_,
 }  # fmt: skip
 
 
@@ -44,6 +45,8 @@ def sample(datatype: str, shape: tuple[int, int] = (2, 3)) -> np.ndarray:
         return np.array(values, dtype=object).reshape(shape)
     if datatype == "BOOL":
         return (np.arange(count) % 3 == 0).reshape(shape)
+    if datatype == "BF16":
+        return sample("FP32", shape).astype(ml_dtypes.bfloat16)  # FP32's values are exact in BF16
     dtype = np.dtype(TRITON_NUMPY[datatype])
     values = (np.arange(count) - (count // 2 if dtype.kind in "if" else 0)).astype(dtype)
     if dtype.kind == "f":

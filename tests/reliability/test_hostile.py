@@ -341,7 +341,7 @@ GRPC_CASES = {
     "truncated message": (
         request()[:-10],
         "INVALID_ARGUMENT",
-        "could not parse the ModelInferRequest",
+        "runs past the end of the message",
     ),
     "empty model name": (request(model=""), "INVALID_ARGUMENT", "model_name"),
     "unknown model": (request(model="nope"), "NOT_FOUND", "nope"),
@@ -349,7 +349,7 @@ GRPC_CASES = {
     "non-UTF-8 name": (
         request().replace(b"INPUT0", b"INPU\xff\xfe"),
         "INVALID_ARGUMENT",
-        "bad UTF-8",
+        "field 'inputs[0].name' is not valid UTF-8",
     ),
     "unknown datatype": (
         request(inputs=[grpc_tensor(datatype="FP128")]),

@@ -55,6 +55,17 @@ TYPED_FIELD = {
     BYTES: "bytes_contents",
 }
 
+# The width protobuf stores each typed field at.
+FIELD_DTYPE: dict[str, np.dtype[Any]] = {
+    "bool_contents": np.dtype(np.bool_),
+    "int_contents": np.dtype(np.int32),
+    "int64_contents": np.dtype(np.int64),
+    "uint_contents": np.dtype(np.uint32),
+    "uint64_contents": np.dtype(np.uint64),
+    "fp32_contents": np.dtype(np.float32),
+    "fp64_contents": np.dtype(np.float64),
+}
+
 # Fixed-size datatypes on the wire are little-endian whatever the host is.
 # Little-endian dtype per fixed-size datatype; BF16 joins on first use (ml_dtypes is imported
 # only then, see datatypes.py).
@@ -199,7 +210,9 @@ def typed_tensor(tensor: Any, shape: tuple[int, ...], what: str = "input") -> np
         array = np.empty(count, dtype=object)
         array[:] = list(values)
         return array.reshape(shape)
-    wide = np.array(values)  # int_contents and uint_contents are 32-bit for 8/16-bit types
+    # Read at the field's own width (int_contents is 32-bit for INT8/16 too), never letting
+    # numpy guess: some protobuf releases hand it UINT64 values as float64.
+    wide = np.fromiter(values, dtype=FIELD_DTYPE[field], count=count)
     array = wide.astype(dtype)
     if dtype.kind in "iu" and count and not np.array_equal(array, wide):
         bad = wide[array != wide][0]

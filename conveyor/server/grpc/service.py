@@ -12,15 +12,18 @@ import grpc
 from google.protobuf.message import DecodeError
 
 from conveyor.errors import InvalidInput
+from conveyor.protocol.grpc.diagnose import why_unparseable
 from conveyor.protocol.grpc.methods import METHODS, SERVICE_NAME
 
 
-def unparseable(message_class: Any, error: DecodeError) -> InvalidInput:
+def unparseable(message_class: Any, error: DecodeError, data: bytes) -> InvalidInput:
     """The error for bytes that are not a valid ``message_class`` message: INVALID_ARGUMENT."""
     descriptor = message_class.DESCRIPTOR
-    # upb says "Error parsing message with type 'inference.X': why"; name the type once.
-    why = str(error).removeprefix(f"Error parsing message with type '{descriptor.full_name}': ")
-    return InvalidInput(f"could not parse the {descriptor.name}: {why or 'invalid protobuf'}")
+    # upb says "Error parsing message with type 'inference.X'", with a reason in some releases
+    # only; our own walk of the bytes names the field at fault whichever release is installed.
+    theirs = str(error).removeprefix(f"Error parsing message with type '{descriptor.full_name}'")
+    why = why_unparseable(descriptor, data) or theirs.removeprefix(": ") or "invalid protobuf"
+    return InvalidInput(f"could not parse the {descriptor.name}: {why}")
 
 
 def tolerant_deserializer(message_class: Any) -> Callable[[bytes], Any]:
@@ -35,7 +38,7 @@ def tolerant_deserializer(message_class: Any) -> Callable[[bytes], Any]:
         try:
             return parse(data)
         except DecodeError as exc:
-            return unparseable(message_class, exc)
+            return unparseable(message_class, exc, data)
 
     return deserialize
 

@@ -361,7 +361,7 @@ def _read_infer_request(data: bytes) -> Received | InvalidInput:
         return wire.split_raw(data, pb.ModelInferRequest, wire.RAW_INPUT_FIELD)
     except DecodeError as exc:
         # Raised here, gRPC would answer UNKNOWN; the handler answers INVALID_ARGUMENT.
-        return unparseable(pb.ModelInferRequest, exc)
+        return unparseable(pb.ModelInferRequest, exc, data)
 
 
 # gRPC carries the status message in a trailer, and clients refuse trailers over 16 KiB

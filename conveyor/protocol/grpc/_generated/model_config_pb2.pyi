@@ -81,7 +81,7 @@ class ModelInput(_message.Message):
     format: ModelInput.Format
     dims: _containers.RepeatedScalarFieldContainer[int]
     optional: bool
-    def __init__(self, name: _Optional[str] = ..., data_type: _Optional[_Union[DataType, str]] = ..., format: _Optional[_Union[ModelInput.Format, str]] = ..., dims: _Optional[_Iterable[int]] = ..., optional: _Optional[bool] = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., data_type: _Optional[_Union[DataType, str]] = ..., format: _Optional[_Union[ModelInput.Format, str]] = ..., dims: _Optional[_Iterable[int]] = ..., optional: bool = ...) -> None: ...
 
 class ModelOutput(_message.Message):
     __slots__ = ("name", "data_type", "dims")
@@ -105,7 +105,7 @@ class ModelDynamicBatching(_message.Message):
     preserve_ordering: bool
     priority_levels: int
     default_priority_level: int
-    def __init__(self, preferred_batch_size: _Optional[_Iterable[int]] = ..., max_queue_delay_microseconds: _Optional[int] = ..., preserve_ordering: _Optional[bool] = ..., priority_levels: _Optional[int] = ..., default_priority_level: _Optional[int] = ...) -> None: ...
+    def __init__(self, preferred_batch_size: _Optional[_Iterable[int]] = ..., max_queue_delay_microseconds: _Optional[int] = ..., preserve_ordering: bool = ..., priority_levels: _Optional[int] = ..., default_priority_level: _Optional[int] = ...) -> None: ...
 
 class ModelParameter(_message.Message):
     __slots__ = ("string_value",)
