@@ -3,8 +3,17 @@
 Everything public is importable from here; other modules are internal and may change.
 """
 
+from typing import Any
+
 from conveyor.client import Client
-from conveyor.engine import Engine, ModelInfo, ModelStatistics, RepositoryEntry
+from conveyor.engine import (
+    Engine,
+    ModelControl,
+    ModelInfo,
+    ModelState,
+    ModelStatistics,
+    RepositoryEntry,
+)
 from conveyor.errors import (
     Cancelled,
     ConveyorError,
@@ -22,9 +31,7 @@ from conveyor.errors import (
     Unsupported,
 )
 from conveyor.futures import InferFuture, as_completed, as_completed_async
-from conveyor.repository.config import ModelConfig, TensorSpec
-
-__version__ = "0.1.0"
+from conveyor.repository.config import InstanceKind, ModelConfig, TensorSpec
 
 __all__ = [
     "Cancelled",
@@ -34,12 +41,15 @@ __all__ = [
     "Engine",
     "ErrorKind",
     "InferFuture",
+    "InstanceKind",
     "InvalidInput",
     "ModelConfig",
+    "ModelControl",
     "ModelError",
     "ModelInfo",
     "ModelNotFound",
     "ModelNotReady",
+    "ModelState",
     "ModelStatistics",
     "QueueFull",
     "RepositoryEntry",
@@ -53,3 +63,13 @@ __all__ = [
     "as_completed",
     "as_completed_async",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # ``__version__`` on first use: reading the package metadata costs an import of its own.
+    if name == "__version__":
+        from conveyor._version import package_version
+
+        globals()["__version__"] = version = package_version()
+        return version
+    raise AttributeError(f"module 'conveyor' has no attribute {name!r}")

@@ -13,7 +13,7 @@ def _models(args: argparse.Namespace) -> int:
     """Load every model of the repository, run each once, and print what it serves."""
     import numpy as np
 
-    from conveyor.engine import Engine
+    from conveyor.engine import Engine, ModelState
 
     with Engine.from_repository(args.repository) as engine:
         for entry in engine.repository_index():
@@ -21,7 +21,7 @@ def _models(args: argparse.Namespace) -> int:
                 f"{entry.name:<16} {entry.state:<12} version {entry.version or '-':<4} "
                 f"{entry.reason}"
             )
-            if entry.state != "READY":
+            if entry.state is not ModelState.READY:
                 continue
             info = engine.model(entry.name, entry.version)
             for spec in info.config.inputs:

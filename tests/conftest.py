@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from conveyor.repository.config import InstanceKind
+
 # A Python model whose latency is its input: INPUT0 (FP32 [1]) seconds of time.sleep, which
 # releases the GIL. OUTPUT0 echoes the input; OUTPUT1 is [start, end] (time.monotonic).
 SLEEP_MODEL = textwrap.dedent(
@@ -48,7 +50,7 @@ shape = [2]
 """
 
 
-INSTANCE_KINDS = ("thread", "process")
+INSTANCE_KINDS = tuple(kind.value for kind in InstanceKind)
 
 # Runs a test once per instance kind: its ``repo`` then writes python models with that kind.
 both_kinds = pytest.mark.parametrize("instance_kind", INSTANCE_KINDS)

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import ast
+import importlib.metadata
+import os
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
+
+import pytest
 
 import conveyor
 
@@ -16,12 +21,15 @@ EXPECTED = {
     "Engine",
     "ErrorKind",
     "InferFuture",
+    "InstanceKind",
     "InvalidInput",
     "ModelConfig",
+    "ModelControl",
     "ModelError",
     "ModelInfo",
     "ModelNotFound",
     "ModelNotReady",
+    "ModelState",
     "ModelStatistics",
     "QueueFull",
     "RepositoryEntry",
@@ -122,3 +130,30 @@ def test_the_clients_load_no_server_code_and_conveyor_no_ml_dtypes():
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
     assert out.stdout.strip() == "[]"
+
+
+def _version_in_subprocess(pythonpath: str) -> str:
+    code = "import conveyor; print(conveyor.__version__)"
+    env = {**os.environ, "PYTHONPATH": pythonpath}
+    command = [sys.executable, "-c", code]
+    out = subprocess.run(command, capture_output=True, text=True, timeout=60, check=True, env=env)
+    return out.stdout.strip()
+
+
+def test_version_is_pyprojects_in_a_source_checkout():
+    checkout = Path(conveyor.__file__).resolve().parent.parent
+    with open(checkout / "pyproject.toml", "rb") as f:
+        expected = tomllib.load(f)["project"]["version"]
+    if list(importlib.metadata.distributions(name="conveyor")):
+        pytest.skip("conveyor is installed here; the checkout fallback is not reached")
+    assert conveyor.__version__ == expected
+    assert _version_in_subprocess(str(checkout)) == expected
+
+
+def test_version_is_the_installed_metadatas(tmp_path: Path):
+    # An installed distribution's metadata (as pip writes it) wins over the checkout's file.
+    info = tmp_path / "conveyor-9.8.7.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: conveyor\nVersion: 9.8.7\n")
+    checkout = Path(conveyor.__file__).resolve().parent.parent
+    assert _version_in_subprocess(f"{checkout}{os.pathsep}{tmp_path}") == "9.8.7"

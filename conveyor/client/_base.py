@@ -27,11 +27,14 @@ from conveyor.protocol.parameters import wire_priority, wire_timeout
 
 T = TypeVar("T")
 
+# Seconds the network part of a call may take unless the client is told otherwise.
+DEFAULT_CALL_TIMEOUT_S = 300.0
+
 
 class BaseClient(abc.ABC):
     """A V2 client over one transport. Use :func:`conveyor.client.Client` to make one."""
 
-    def __init__(self, url: str, *, call_timeout: float | None = 300.0) -> None:
+    def __init__(self, url: str, *, call_timeout: float | None = DEFAULT_CALL_TIMEOUT_S) -> None:
         """``call_timeout``: seconds the network part of any call may take (None: no limit)."""
         self.url = url.rstrip("/")
         self.call_timeout = call_timeout

@@ -25,7 +25,7 @@ from typing import Any
 import grpc
 import numpy as np
 
-from conveyor.client._base import BaseClient
+from conveyor.client._base import DEFAULT_CALL_TIMEOUT_S, BaseClient
 from conveyor.errors import (
     Cancelled,
     ConveyorError,
@@ -41,9 +41,8 @@ from conveyor.futures import InferFuture, Outputs
 from conveyor.protocol.grpc import converters, wire
 from conveyor.protocol.grpc._generated import grpc_service_pb2 as pb
 from conveyor.protocol.grpc.methods import METHODS
+from conveyor.protocol.limits import DEFAULT_MAX_MESSAGE_BYTES
 from conveyor.protocol.parameters import wire_priority, wire_timeout
-
-DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 
 # The server's status -> the error raised here (the reverse of the server's edge mapping).
 _ERRORS: dict[grpc.StatusCode, type[ConveyorError]] = {
@@ -86,7 +85,7 @@ class GRPCClient(BaseClient):
         self,
         url: str,
         *,
-        call_timeout: float | None = 300.0,
+        call_timeout: float | None = DEFAULT_CALL_TIMEOUT_S,
         raw_contents: bool = True,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     ) -> None:

@@ -9,7 +9,7 @@ from urllib.parse import quote
 import aiohttp
 import numpy as np
 
-from conveyor.client._base import BaseClient
+from conveyor.client._base import DEFAULT_CALL_TIMEOUT_S, BaseClient
 from conveyor.errors import (
     Cancelled,
     ConveyorError,
@@ -55,7 +55,7 @@ class HTTPClient(BaseClient):
         self,
         url: str,
         *,
-        call_timeout: float | None = 300.0,
+        call_timeout: float | None = DEFAULT_CALL_TIMEOUT_S,
         max_connections: int = 64,
         binary_data: bool = True,
     ) -> None:

@@ -7,6 +7,7 @@ model version's instance threads do the compute. Nothing here knows about HTTP o
 from __future__ import annotations
 
 import dataclasses
+import enum
 import logging
 import threading
 from collections.abc import Iterable, Mapping, Sequence
@@ -31,16 +32,42 @@ from conveyor.repository.layout import Repository
 
 log = logging.getLogger("conveyor.engine")
 
-MODEL_CONTROL_MODES = ("none", "explicit")
+
+class ModelState(enum.StrEnum):
+    """A model's state, in the words of the V2 repository extension (and so on the wire)."""
+
+    READY = "READY"
+    UNAVAILABLE = "UNAVAILABLE"
+    LOADING = "LOADING"
+    UNLOADING = "UNLOADING"
+
+
+class ModelControl(enum.StrEnum):
+    """Which models load, and who may load and unload them."""
+
+    NONE = "none"  # every model of the repository loads at start; no load/unload requests
+    EXPLICIT = "explicit"  # only the startup models load at start; load/unload requests allowed
 
 
 @dataclasses.dataclass(frozen=True)
 class RepositoryEntry:
-    """A model of the repository and its state: READY, UNAVAILABLE, LOADING or UNLOADING."""
+    """One version of a model of the repository and its state, as V2 lists it.
+
+    ``version`` is the V2 wire form: the version number as a string, "" when none is loaded.
+    """
 
     name: str
     version: str
-    state: str
+    state: ModelState
+    reason: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class _Status:
+    """What the engine last did with a model: its state and the versions it serves."""
+
+    state: ModelState
+    versions: tuple[int, ...] = ()
     reason: str = ""
 
 
@@ -65,20 +92,23 @@ class Engine:
         self,
         repository: Repository,
         *,
-        model_control: str = "none",
+        model_control: ModelControl | str = ModelControl.NONE,
         startup_models: Iterable[str] | None = None,
     ) -> None:
-        if model_control not in MODEL_CONTROL_MODES:
-            raise ValueError(f"model_control must be one of {MODEL_CONTROL_MODES}")
+        try:
+            self.model_control = ModelControl(model_control)
+        except ValueError:
+            raise ValueError(
+                f"model_control must be one of {', '.join(ModelControl)}, got {model_control!r}"
+            ) from None
         self.repository = repository
-        self.model_control = model_control
         self._lock = threading.Lock()
         # name -> version -> running model; replaced (never mutated) so submit reads it lock-free
         self._running: dict[str, dict[int, ModelVersion]] = {}
         self._latest: dict[str, ModelVersion] = {}
-        self._states: dict[str, RepositoryEntry] = {}
+        self._states: dict[str, _Status] = {}
         self._closing = False
-        if model_control == "explicit":
+        if self.model_control is ModelControl.EXPLICIT:
             names = list(startup_models or [])
         else:
             names = repository.model_names()
@@ -93,7 +123,7 @@ class Engine:
         cls,
         path: str | Path | None = None,
         *,
-        model_control: str = "none",
+        model_control: ModelControl | str = ModelControl.NONE,
         startup_models: Iterable[str] | None = None,
     ) -> Engine:
         """An engine over the repository at ``path``; None: the built-in example models."""
@@ -152,10 +182,10 @@ class Engine:
         return found
 
     def _missing(self, model: str) -> ConveyorError:
-        state = self._states.get(model)
-        if state is not None:
-            reason = f": {state.reason}" if state.reason else ""
-            return ModelNotReady(f"model {model!r} is not ready ({state.state}){reason}")
+        status = self._states.get(model)
+        if status is not None:
+            reason = f": {status.reason}" if status.reason else ""
+            return ModelNotReady(f"model {model!r} is not ready ({status.state}){reason}")
         if model in self.repository.model_names():
             return ModelNotReady(f"model {model!r} is not ready: not loaded")
         return ModelNotFound(f"model {model!r} is not in the repository")
@@ -181,39 +211,41 @@ class Engine:
     def repository_index(self) -> list[RepositoryEntry]:
         """Every model of the repository: one entry per loaded version, as V2 lists them
         (version "" for a model with no version loaded)."""
-        entries = {
-            name: RepositoryEntry(name, "", "UNAVAILABLE", "not loaded")
+        statuses = {
+            name: _Status(ModelState.UNAVAILABLE, reason="not loaded")
             for name in self.repository.model_names()
         }
         with self._lock:
-            entries.update(self._states)
+            statuses.update(self._states)
             running = self._running
-        return [
-            self._live_state(dataclasses.replace(entry, version=version), running)
-            for entry in sorted(entries.values(), key=lambda e: e.name)
-            for version in (entry.version.split(",") if entry.version else [""])
-        ]
+        entries = []
+        for name, status in sorted(statuses.items()):
+            if not status.versions:
+                entries.append(RepositoryEntry(name, "", status.state, status.reason))
+            for version in status.versions:
+                entries.append(self._live_entry(name, version, status, running))
+        return entries
 
     @staticmethod
-    def _live_state(
-        entry: RepositoryEntry, running: dict[str, dict[int, ModelVersion]]
+    def _live_entry(
+        name: str, version: int, status: _Status, running: dict[str, dict[int, ModelVersion]]
     ) -> RepositoryEntry:
         """A loaded version whose instances are all stuck past their execution timeout is
         listed UNAVAILABLE with why, until one of them returns."""
-        if entry.state != "READY" or not entry.version:
-            return entry
-        version = running.get(entry.name, {}).get(int(entry.version))
-        if version is None or version.ready:
-            return entry
-        return dataclasses.replace(entry, state="UNAVAILABLE", reason=version.unready_reason())
+        loaded = running.get(name, {}).get(version)
+        if status.state is ModelState.READY and loaded is not None and not loaded.ready:
+            return RepositoryEntry(
+                name, str(version), ModelState.UNAVAILABLE, loaded.unready_reason()
+            )
+        return RepositoryEntry(name, str(version), status.state, status.reason)
 
     def load_model(self, name: str) -> None:
         """Load (or reload) a model from the repository; blocks until it is ready."""
         self._require_model_control()
         self._load(name)
-        state = self._states.get(name)
-        if state is not None and state.state != "READY":
-            raise ModelNotReady(f"model {name!r} failed to load: {state.reason}")
+        status = self._states.get(name)
+        if status is not None and status.state is not ModelState.READY:
+            raise ModelNotReady(f"model {name!r} failed to load: {status.reason}")
 
     def unload_model(self, name: str) -> None:
         """Stop taking requests for ``name``, finish the ones it holds, then release it."""
@@ -223,7 +255,7 @@ class Engine:
         self._stop(name, "unloaded")
 
     def _require_model_control(self) -> None:
-        if self.model_control != "explicit":
+        if self.model_control is not ModelControl.EXPLICIT:
             raise Unsupported(
                 "model control is disabled; start the server with --model-control explicit "
                 "to load and unload models"
@@ -241,10 +273,10 @@ class Engine:
         except ConveyorError as exc:
             log.error("model %r not loaded: %s", name, exc.message)
             with self._lock:
-                self._states[name] = RepositoryEntry(name, "", "UNAVAILABLE", exc.message)
+                self._states[name] = _Status(ModelState.UNAVAILABLE, reason=exc.message)
             return
         with self._lock:
-            self._states[name] = RepositoryEntry(name, "", "LOADING")
+            self._states[name] = _Status(ModelState.LOADING)
         loaded: dict[int, ModelVersion] = {}
         reason = ""
         for version in source.versions:
@@ -258,33 +290,29 @@ class Engine:
             if loaded:
                 self._running = {**self._running, name: loaded}
                 self._latest = {**self._latest, name: loaded[max(loaded)]}
-                versions = ",".join(map(str, sorted(loaded)))
-                self._states[name] = RepositoryEntry(name, versions, "READY", reason)
-                log.info("model %r version %s ready", name, versions)
+                versions = tuple(sorted(loaded))
+                self._states[name] = _Status(ModelState.READY, versions, reason)
+                log.info("model %r version %s ready", name, ",".join(map(str, versions)))
             else:
-                self._states[name] = RepositoryEntry(name, "", "UNAVAILABLE", reason)
+                self._states[name] = _Status(ModelState.UNAVAILABLE, reason=reason)
 
     def _stop(self, name: str, why: str, *, keep_state: bool = False) -> None:
         with self._lock:
             versions = self._running.get(name)
             if versions is None:
                 if not keep_state:
-                    self._states[name] = RepositoryEntry(name, "", "UNAVAILABLE", why)
+                    self._states[name] = _Status(ModelState.UNAVAILABLE, reason=why)
                 return
             self._running = {k: v for k, v in self._running.items() if k != name}
             self._latest = {k: v for k, v in self._latest.items() if k != name}
-            self._states[name] = RepositoryEntry(name, "", "UNLOADING")
+            self._states[name] = _Status(ModelState.UNLOADING)
         for running in versions.values():
             running.close()
         if not keep_state:
             with self._lock:
-                self._states[name] = RepositoryEntry(name, "", "UNAVAILABLE", why)
+                self._states[name] = _Status(ModelState.UNAVAILABLE, reason=why)
 
     # -- state ------------------------------------------------------------------------------
-
-    @property
-    def live(self) -> bool:
-        return True
 
     @property
     def ready(self) -> bool:
@@ -296,7 +324,7 @@ class Engine:
         if self._closing:
             return False
         with self._lock:
-            return all(entry.state != "LOADING" for entry in self._states.values())
+            return all(status.state is not ModelState.LOADING for status in self._states.values())
 
     def statistics(
         self, name: str | None = None, version: int | str | None = None

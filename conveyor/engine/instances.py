@@ -14,6 +14,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from conveyor.backends.base import LoadedModel
 from conveyor.engine.request import Request
@@ -24,6 +25,30 @@ Execute = Callable[[LoadedModel, list[Request]], None]
 Overrun = Callable[[int, list[Request]], None]
 
 log = logging.getLogger("conveyor.engine")
+
+
+class Instances(Protocol):
+    """A model version's instances, whichever kind: what the model version asks of them.
+
+    Both kinds take work from the model's queue with ``take`` and run it with ``execute``;
+    :class:`ThreadInstances` here, ``ProcessInstances`` in ``engine/processes``.
+    """
+
+    @property
+    def count(self) -> int: ...
+
+    @property
+    def all_stuck(self) -> bool:
+        """True while every instance is out of service in an execution past its timeout."""
+        ...
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Finish the requests taken (within ``timeout``), then stop; True if all finished."""
+        ...
+
+    def alive(self) -> bool:
+        """True while an instance may still be inside the model (so it must not be closed)."""
+        ...
 
 
 class _Instance:

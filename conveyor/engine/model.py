@@ -10,10 +10,11 @@ from pathlib import Path
 
 import numpy as np
 
-from conveyor.backends import get_backend
+from conveyor.backends import get_backend, platform
 from conveyor.backends.base import LoadedModel
 from conveyor.engine.batcher import join_inputs, split_outputs, wanted_outputs
-from conveyor.engine.instances import ThreadInstances
+from conveyor.engine.instances import Instances, ThreadInstances
+from conveyor.engine.outputs import requested_outputs
 from conveyor.engine.processes import ProcessInstances, ProcessPool
 from conveyor.engine.request import Request
 from conveyor.engine.scheduler import BatchPolicy, RequestQueue
@@ -27,11 +28,9 @@ from conveyor.errors import (
 )
 from conveyor.futures import InferFuture
 from conveyor.protocol.datatypes import BYTES, numpy_dtype
-from conveyor.repository.config import ModelConfig, TensorSpec
+from conveyor.repository.config import InstanceKind, ModelConfig, TensorSpec
 
 log = logging.getLogger("conveyor.engine")
-
-PLATFORMS = {"onnxruntime": "onnxruntime_onnx", "python": "python"}
 
 
 class ModelVersion:
@@ -39,7 +38,7 @@ class ModelVersion:
 
     def __init__(self, config: ModelConfig, version: int, version_dir: Path) -> None:
         processes = None
-        if config.instance_kind == "process":
+        if config.instance_kind is InstanceKind.PROCESS:
             # The model loads once, in a zygote process that forks the workers from itself.
             processes = ProcessPool(config, version_dir)
             config, loaded, count = processes.config, [], config.instance_count()
@@ -48,7 +47,7 @@ class ModelVersion:
         self.name = config.name
         self.version = version
         self.config = config
-        self.platform = PLATFORMS.get(config.backend, config.backend)
+        self.platform = platform(config.backend)
         self.loaded_copies = len(loaded)
         self._loaded = loaded
         self._inputs = {spec.name: spec for spec in config.inputs}
@@ -73,12 +72,11 @@ class ModelVersion:
         self._policy = policy
         name = f"{config.name}-v{version}"
         take = lambda: self.queue.take(policy)  # noqa: E731 - one closure shared below
-        self._threads: ThreadInstances | None = None
-        self._instances: ThreadInstances | ProcessInstances
+        self._instances: Instances
         if processes is not None:
             self._instances = ProcessInstances(name, processes, count, take, self._execute)
         else:
-            self._instances = self._threads = ThreadInstances(
+            self._instances = ThreadInstances(
                 name,
                 loaded,
                 count,
@@ -100,7 +98,7 @@ class ModelVersion:
         timeout: float | None,
         request_id: str | None,
     ) -> InferFuture:
-        if self._threads is not None and self._threads.all_stuck:
+        if self._instances.all_stuck:
             raise ModelNotReady(self.unready_reason())
         arrays, batch_size = self._check_inputs(inputs)
         wanted = self._check_outputs_requested(outputs)
@@ -249,19 +247,8 @@ class ModelVersion:
     def _check_produced(
         self, produced: dict[str, np.ndarray], wanted: tuple[str, ...], total: int
     ) -> dict[str, np.ndarray]:
-        checked = {}
-        for name in wanted:
-            if name not in produced:
-                raise ModelError(
-                    f"model {self.name!r} did not return output {name!r}; it returned "
-                    f"{sorted(map(str, produced))}"
-                )
-            array = produced[name]
-            if not isinstance(array, np.ndarray):
-                raise ModelError(
-                    f"model {self.name!r} returned {type(array).__name__} for output {name!r}; "
-                    "expected numpy.ndarray"
-                )
+        checked = requested_outputs(self.name, produced, wanted)
+        for name, array in checked.items():
             spec = self._outputs[name]
             if spec.datatype == BYTES:
                 if array.dtype.kind in "US":
@@ -311,16 +298,16 @@ class ModelVersion:
             self._record_expired(request)
 
     def unready_reason(self) -> str:
-        count = self._threads.count if self._threads is not None else 0
+        count, timeout = self._instances.count, self.config.execution_timeout_s
         return (
             f"model {self.name!r} is not ready: all {count} of its instances are stuck in "
-            f"executions past its execution_timeout_s of {self.config.execution_timeout_s:g} s"
+            f"executions past its execution_timeout_s of {timeout:g} s"
         )
 
     @property
     def ready(self) -> bool:
         """False while every instance is stuck in an execution past its timeout."""
-        return self._threads is None or not self._threads.all_stuck
+        return not self._instances.all_stuck
 
     def _record_expired(self, request: Request) -> None:
         self.stats.record_failure(_ns(self.queue.clock() - request.enqueued))
@@ -336,7 +323,7 @@ class ModelVersion:
         drained = self._instances.join(timeout)
         # A thread stuck past execution_timeout_s may still be inside the model: leave the
         # model to the garbage collector rather than release it under that thread.
-        if drained and not (self._threads is not None and self._threads.alive()):
+        if drained and not self._instances.alive():
             for model in self._loaded:
                 model.close()
         return drained

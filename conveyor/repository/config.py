@@ -7,6 +7,7 @@ that names the key, so a typo never silently falls back to a default.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import os
 import tomllib
 from collections.abc import Mapping
@@ -15,6 +16,13 @@ from typing import Any
 
 from conveyor.errors import RepositoryError
 from conveyor.protocol.datatypes import DATATYPES, is_datatype
+
+
+class InstanceKind(enum.StrEnum):
+    """How a model's instances run (``instance_kind`` in config.toml)."""
+
+    THREAD = "thread"  # threads over one loaded copy (or one per instance if not thread-safe)
+    PROCESS = "process"  # worker processes forked from one loaded copy, for GIL-bound code
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,14 +41,17 @@ class DynamicBatching:
     preferred_batch_sizes: tuple[int, ...] = ()
 
 
+DEFAULT_MAX_QUEUE_SIZE = 1024  # requests a model version holds waiting; past it, QueueFull
+
+
 @dataclasses.dataclass(frozen=True)
 class ModelConfig:
     name: str
     backend: str
     max_batch_size: int = 0
     instances: int | None = None  # None: chosen from the machine's cores, see default_instances
-    instance_kind: str = "thread"
-    max_queue_size: int = 1024
+    instance_kind: InstanceKind = InstanceKind.THREAD
+    max_queue_size: int = DEFAULT_MAX_QUEUE_SIZE
     # Seconds one execution may take: past it, its requests fail and a process instance's
     # worker is killed and replaced; a thread instance (which cannot be stopped) is taken
     # out of service until the execution returns.
@@ -54,12 +65,6 @@ class ModelConfig:
     @property
     def batching(self) -> bool:
         return self.max_batch_size > 0
-
-    def input(self, name: str) -> TensorSpec | None:
-        return next((spec for spec in self.inputs if spec.name == name), None)
-
-    def output(self, name: str) -> TensorSpec | None:
-        return next((spec for spec in self.outputs if spec.name == name), None)
 
     def instance_count(self) -> int:
         return self.instances if self.instances is not None else default_instances()
@@ -82,10 +87,8 @@ _TOP_KEYS = {
     "outputs",
     "versions",
 }
-_BACKEND_SECTIONS = {"onnxruntime", "python"}
 _TENSOR_KEYS = {"name", "datatype", "shape", "optional"}
 _BATCHING_KEYS = {"max_queue_delay_us", "preferred_batch_sizes"}
-INSTANCE_KINDS = ("thread", "process")
 
 
 def load_config_file(path: Path, name: str) -> dict[str, Any]:
@@ -99,14 +102,19 @@ def load_config_file(path: Path, name: str) -> dict[str, Any]:
 def parse_config(name: str, raw: Mapping[str, Any], *, backend: str | None = None) -> ModelConfig:
     """Validate a raw TOML mapping into a ModelConfig; every error names model and key."""
 
+    # Imported here: the backends import this module (for ModelConfig) when they load.
+    from conveyor.backends import backend_names
+
     def fail(message: str) -> RepositoryError:
         return RepositoryError(f"model {name!r}: {message}")
 
-    unknown = set(raw) - _TOP_KEYS - _BACKEND_SECTIONS
+    # Each backend's options table, [onnxruntime] or [python], is named after the backend.
+    sections = set(backend_names())
+    unknown = set(raw) - _TOP_KEYS - sections
     if unknown:
         raise fail(
             f"unknown config key {sorted(unknown)[0]!r}; known keys are "
-            f"{', '.join(sorted(_TOP_KEYS | _BACKEND_SECTIONS))}"
+            f"{', '.join(sorted(_TOP_KEYS | sections))}"
         )
 
     def integer(key: str, value: Any, minimum: int) -> int:
@@ -116,16 +124,20 @@ def parse_config(name: str, raw: Mapping[str, Any], *, backend: str | None = Non
 
     chosen_backend = raw.get("backend", backend)
     if not isinstance(chosen_backend, str) or not chosen_backend:
-        raise fail('no backend: set backend = "onnxruntime" or "python" in config.toml')
+        choices = " or ".join(f'"{known}"' for known in backend_names())
+        raise fail(f"no backend: set backend = {choices} in config.toml")
 
     max_batch_size = integer("max_batch_size", raw.get("max_batch_size", 0), 0)
     instances = raw.get("instances")
     if instances is not None:
         instances = integer("instances", instances, 1)
-    max_queue_size = integer("max_queue_size", raw.get("max_queue_size", 1024), 1)
-    instance_kind = raw.get("instance_kind", "thread")
-    if instance_kind not in INSTANCE_KINDS:
-        raise fail(f"instance_kind must be one of {INSTANCE_KINDS}, got {instance_kind!r}")
+    max_queue_size = integer("max_queue_size", raw.get("max_queue_size", DEFAULT_MAX_QUEUE_SIZE), 1)
+    try:
+        instance_kind = InstanceKind(raw.get("instance_kind", InstanceKind.THREAD))
+    except ValueError:
+        raise fail(
+            f"instance_kind must be one of {', '.join(InstanceKind)}, got {raw['instance_kind']!r}"
+        ) from None
     execution_timeout_s = raw.get("execution_timeout_s")
     if execution_timeout_s is not None:
         if (

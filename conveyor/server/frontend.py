@@ -15,6 +15,8 @@ from typing import Any, Protocol
 
 import uvicorn
 
+from conveyor.server.settings import DEFAULT_HTTP_KEEP_ALIVE_S
+
 log = logging.getLogger("conveyor.server")
 
 
@@ -62,7 +64,7 @@ class ASGIFrontEnd:
         *,
         http: str = "httptools",
         tls: tuple[str, str] | None = None,
-        keep_alive_timeout: float = 30.0,
+        keep_alive_timeout: float = DEFAULT_HTTP_KEEP_ALIVE_S,
         header_timeout: float | None = None,
         body_timeout: float | None = None,
     ) -> None:

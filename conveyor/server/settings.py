@@ -9,12 +9,20 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import enum
 import os
 import types
 from collections.abc import Mapping, Sequence
 from typing import Any, Union, get_args, get_origin, get_type_hints
 
-MiB = 1024 * 1024
+from conveyor.engine.engine import ModelControl
+from conveyor.protocol.limits import DEFAULT_MAX_MESSAGE_BYTES
+
+# Defaults that other modules use too (each front end's own keyword defaults), written once.
+DEFAULT_DRAIN_TIMEOUT_S = 30.0
+DEFAULT_HTTP_HEADER_TIMEOUT_S = 10.0
+DEFAULT_HTTP_BODY_TIMEOUT_S = 30.0
+DEFAULT_HTTP_KEEP_ALIVE_S = 30.0
 # Where the bearer token may come from instead of --auth-token (which other local users can
 # read in the process list). Read by :meth:`Settings.with_environment` only, never at import.
 AUTH_TOKEN_ENV = "CONVEYOR_AUTH_TOKEN"
@@ -45,12 +53,11 @@ class Settings:
         default=8002, metadata=_option("Prometheus metrics port (GET /metrics)")
     )
     metrics: bool = dataclasses.field(default=True, metadata=_option("serve Prometheus metrics"))
-    model_control: str = dataclasses.field(
-        default="none",
+    model_control: ModelControl = dataclasses.field(
+        default=ModelControl.NONE,
         metadata=_option(
             "none: load every model at start, no load/unload; explicit: load only "
-            "--load-model models at start and allow load/unload requests",
-            choices=("none", "explicit"),
+            "--load-model models at start and allow load/unload requests"
         ),
     )
     load_model: tuple[str, ...] = dataclasses.field(
@@ -60,13 +67,13 @@ class Settings:
         ),
     )
     max_body_bytes: int = dataclasses.field(
-        default=64 * MiB,
+        default=DEFAULT_MAX_MESSAGE_BYTES,
         metadata=_option(
             "largest request body accepted, after decompression (larger: 400, before reading)"
         ),
     )
     grpc_max_message_bytes: int = dataclasses.field(
-        default=64 * MiB,
+        default=DEFAULT_MAX_MESSAGE_BYTES,
         metadata=_option("largest gRPC message accepted or sent (larger: RESOURCE_EXHAUSTED)"),
     )
     http_impl: str = dataclasses.field(
@@ -78,7 +85,7 @@ class Settings:
         ),
     )
     drain_timeout: float = dataclasses.field(
-        default=30.0,
+        default=DEFAULT_DRAIN_TIMEOUT_S,
         metadata=_option(
             "seconds to let in-flight requests finish on SIGTERM/SIGINT before giving up"
         ),
@@ -99,25 +106,32 @@ class Settings:
         default=None, metadata=_option("PEM private key file for --tls-cert")
     )
     http_header_timeout: float = dataclasses.field(
-        default=10.0,
+        default=DEFAULT_HTTP_HEADER_TIMEOUT_S,
         metadata=_option(
             "seconds a client may take to send a request's line and headers, from its first "
             "byte; slower: 408 and the connection is closed"
         ),
     )
     http_body_timeout: float = dataclasses.field(
-        default=30.0,
+        default=DEFAULT_HTTP_BODY_TIMEOUT_S,
         metadata=_option(
             "seconds a client may leave a request body half-sent without sending more; "
             "longer: 408 and the connection is closed"
         ),
     )
     http_keep_alive_timeout: float = dataclasses.field(
-        default=30.0,
+        default=DEFAULT_HTTP_KEEP_ALIVE_S,
         metadata=_option("seconds an idle HTTP connection is kept open before it is closed"),
     )
 
     def __post_init__(self) -> None:
+        try:  # a plain string (as from the command line or a caller) becomes the enum member
+            object.__setattr__(self, "model_control", ModelControl(self.model_control))
+        except ValueError:
+            raise ValueError(
+                f"model_control must be one of {', '.join(ModelControl)}, "
+                f"got {self.model_control!r}"
+            ) from None
         for name in ("http_port", "grpc_port", "metrics_port"):
             port = getattr(self, name)
             if not 0 <= port <= 65535:
@@ -128,7 +142,7 @@ class Settings:
             raise ValueError("grpc_max_message_bytes must be at least 1")
         if self.drain_timeout < 0:
             raise ValueError("drain_timeout must be >= 0")
-        if self.load_model and self.model_control != "explicit":
+        if self.load_model and self.model_control is not ModelControl.EXPLICIT:
             raise ValueError("--load-model needs --model-control explicit")
         for name in ("http_header_timeout", "http_body_timeout", "http_keep_alive_timeout"):
             if not getattr(self, name) > 0:
@@ -144,10 +158,6 @@ class Settings:
             path = getattr(self, name)
             if path is not None and not os.path.isfile(path):
                 raise ValueError(f"--{name.replace('_', '-')} {path!r} is not a file")
-
-    @property
-    def tls(self) -> bool:
-        return self.tls_cert is not None
 
     def with_environment(self, environ: Mapping[str, str]) -> Settings:
         """These settings with the token from ``$CONVEYOR_AUTH_TOKEN`` when none was given."""
@@ -172,6 +182,9 @@ def add_arguments(parser: argparse.ArgumentParser, cls: type = Settings) -> None
         kwargs.update(meta)
         if kind is bool:
             kwargs["action"] = argparse.BooleanOptionalAction
+        elif issubclass(kind, enum.Enum):  # its values are the choices; the field converts
+            kwargs["type"] = str
+            kwargs["choices"] = [member.value for member in kind]
         elif kind is tuple:
             kwargs["action"] = "append"
             kwargs["metavar"] = field.name.upper().removesuffix("S")

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 import conveyor
-from conveyor import Engine
+from conveyor import Engine, backends
 from conveyor.examples import onnx_models
+from conveyor.protocol.json_codec import dumps
 from conveyor.repository.config import parse_config
 from tests.conftest import both_kinds
 
@@ -163,3 +164,42 @@ def test_onnx_session_options_are_validated(repo):
     with Engine.from_repository(repo.path) as engine:
         (entry,) = engine.repository_index()
     assert "unknown key 'intra_op_thread' in [onnxruntime]" in entry.reason
+
+
+def test_states_kinds_and_modes_are_enums_with_their_wire_words(repo):
+    repo.onnx("tiny", onnx_models.tiny, "versions = [1, 2]\n", version=1)
+    repo.onnx("tiny", onnx_models.tiny, version=2)
+    with Engine.from_repository(repo.path, model_control="explicit") as engine:
+        assert engine.model_control is conveyor.ModelControl.EXPLICIT
+        assert [(e.version, e.state) for e in engine.repository_index()] == [
+            ("", conveyor.ModelState.UNAVAILABLE)
+        ]
+        engine.load_model("tiny")
+        index = engine.repository_index()
+    # One entry per served version, from the engine's tuple of versions.
+    assert [(e.version, e.state) for e in index] == [("1", "READY"), ("2", "READY")]
+    assert all(e.state is conveyor.ModelState.READY for e in index)
+    # The JSON both front ends write carries the plain words.
+    assert dumps({"state": index[0].state}) == b'{"state":"READY"}'
+    assert parse_config("m", {"backend": "python"}).instance_kind is conveyor.InstanceKind.THREAD
+    kind = parse_config("m", {"backend": "python", "instance_kind": "process"}).instance_kind
+    assert kind is conveyor.InstanceKind.PROCESS
+    with pytest.raises(ValueError, match="model_control must be one of none, explicit"):
+        Engine.from_repository(repo.path, model_control="sometimes")
+
+
+def test_backend_facts_come_from_the_registry(monkeypatch):
+    assert backends.platform("onnxruntime") == "onnxruntime_onnx"
+    assert backends.platform("python") == "python"
+    fake = backends.BackendInfo(
+        "fake", backends.get_backend, "model.fake", "fake_platform", process_instances=False
+    )
+    monkeypatch.setitem(backends._BACKENDS, "fake", fake)
+    # A registered backend's options table is a known config key, and 'no backend' names it.
+    config = parse_config("m", {"backend": "fake", "fake": {"threads": 2}})
+    assert config.backend_options == {"threads": 2}
+    assert backends.platform("fake") == "fake_platform"
+    with pytest.raises(conveyor.RepositoryError, match='"fake" or "onnxruntime" or "python"'):
+        parse_config("m", {})
+    with pytest.raises(conveyor.RepositoryError, match="unknown config key 'other'"):
+        parse_config("m", {"backend": "fake", "other": {}})

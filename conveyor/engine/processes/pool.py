@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from conveyor.backends import backend_info, backend_names
 from conveyor.backends.base import LoadedModel
 from conveyor.engine.instances import Execute as ExecuteWork
 from conveyor.engine.instances import TakeWork, ThreadInstances
@@ -54,10 +55,11 @@ class ProcessPool:
     """
 
     def __init__(self, config: ModelConfig, version_dir: Path) -> None:
-        if config.backend != "python":
+        if not backend_info(config.backend).process_instances:
+            capable = [b for b in backend_names() if backend_info(b).process_instances]
             raise RepositoryError(
-                f'model {config.name!r}: instance_kind "process" is for python models; '
-                f"{config.backend} models run on thread instances"
+                f'model {config.name!r}: instance_kind "process" is for '
+                f"{' and '.join(capable)} models; {config.backend} models run on thread instances"
             )
         self.name = config.name
         self.config = config
@@ -312,6 +314,18 @@ class ProcessInstances:
             self._release()
             raise
         self._threads = ThreadInstances(name, self.slots, count, take, execute)
+
+    @property
+    def count(self) -> int:
+        return self._threads.count
+
+    @property
+    def all_stuck(self) -> bool:
+        # Never: a worker past its execution timeout is killed and replaced, not left stuck.
+        return False
+
+    def alive(self) -> bool:
+        return self._threads.alive()
 
     def join(self, timeout: float | None = None) -> bool:
         """Finish the requests taken (within ``timeout``), then stop every process."""

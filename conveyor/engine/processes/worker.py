@@ -13,6 +13,7 @@ import os
 import numpy as np
 
 from conveyor.backends.base import LoadedModel
+from conveyor.engine.outputs import requested_outputs
 from conveyor.engine.processes.channel import Channel
 from conveyor.engine.processes.messages import Execute, Executed, Failed, flatten_error
 from conveyor.engine.processes.shm import SharedBuffer, attach, read_tensors, unmap, write_tensors
@@ -62,28 +63,15 @@ def _shippable(produced: object, wanted: tuple[str, ...], name: str) -> dict[str
     """The requested outputs, refused in the same words the engine uses for thread instances.
 
     The engine checks dtypes and shapes itself once the outputs are back; what cannot travel
-    (a missing output, a value that is not an array) has to be refused here.
+    (a missing output, a value that is not an array, an object array of anything but bytes
+    or str) has to be refused here.
     """
-    if not isinstance(produced, dict):  # the backend checks this; guard the access below
-        raise ModelError(f"model {name!r}: infer() returned {type(produced).__name__}")
-    shipped = {}
-    for output in wanted:
-        if output not in produced:
-            raise ModelError(
-                f"model {name!r} did not return output {output!r}; it returned "
-                f"{sorted(map(str, produced))}"
-            )
-        array = produced[output]
-        if not isinstance(array, np.ndarray):
-            raise ModelError(
-                f"model {name!r} returned {type(array).__name__} for output {output!r}; "
-                "expected numpy.ndarray"
-            )
+    shipped = requested_outputs(name, produced, wanted)
+    for output, array in shipped.items():
         if array.dtype.hasobject and not all(isinstance(v, bytes | str) for v in array.flat):
             kinds = sorted({type(v).__name__ for v in array.flat} - {"bytes", "str"})
             raise ModelError(
                 f"model {name!r} returned an object array with {', '.join(kinds)} elements "
                 f"for output {output!r}; object arrays may only hold bytes or str"
             )
-        shipped[output] = array
     return shipped

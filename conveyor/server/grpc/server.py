@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import grpc
 
 from conveyor.engine import Engine
+from conveyor.protocol.limits import DEFAULT_MAX_MESSAGE_BYTES
 from conveyor.server.auth import BearerAuth
 from conveyor.server.grpc.auth import TokenInterceptor
 from conveyor.server.grpc.service import generic_handler
@@ -23,34 +24,23 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("conveyor.server.grpc")
 
-# Matches the HTTP front end's body limit: a 64 MiB message holds a 16M-element FP32 tensor.
-DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
-
 
 async def start_grpc_server(
-    engine: Engine | Callable[[], Engine | None],
+    servicer: InferenceServicer,
     host: str,
     port: int,
     *,
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-    histograms: LatencyHistograms | None = None,
     auth: BearerAuth | None = None,
     tls: tuple[str, str] | None = None,
-    servicer: InferenceServicer | None = None,
 ) -> grpc.aio.Server:
-    """Serve ``inference.GRPCInferenceService`` for ``engine`` on ``host:port``; return the server.
+    """Serve ``inference.GRPCInferenceService`` through ``servicer`` on ``host:port``.
 
-    ``engine`` may be a function returning the engine, or None while the models still load
-    (the server binds its ports first). Messages larger than ``max_message_bytes`` either
-    way are refused by gRPC itself (RESOURCE_EXHAUSTED) before any of it is parsed. With
-    ``auth``, calls other than ServerLive/ServerReady need the bearer token; with ``tls``
-    (certificate file, key file) the port speaks TLS only. ``servicer``: one made by the
-    caller (to end its streams on drain); by default one is made here. Raises OSError if
-    the port is taken.
+    Messages larger than ``max_message_bytes`` either way are refused by gRPC itself
+    (RESOURCE_EXHAUSTED) before any of it is parsed. With ``auth``, calls other than
+    ServerLive/ServerReady need the bearer token; with ``tls`` (certificate file, key file)
+    the port speaks TLS only. Returns the started server; raises OSError if the port is taken.
     """
-    if servicer is None:
-        get_engine = engine if callable(engine) else (lambda: engine)
-        servicer = InferenceServicer(get_engine, histograms=histograms)
     server = grpc.aio.server(
         interceptors=[TokenInterceptor(auth)] if auth is not None else None,
         options=[
@@ -121,14 +111,12 @@ class GRPCFrontEnd:
     async def start(self) -> None:
         self._servicer = InferenceServicer(self._engine, histograms=self._histograms)
         self._server = await start_grpc_server(
-            self._engine,
+            self._servicer,
             self._host,
             self._port,
             max_message_bytes=self._max_message_bytes,
-            histograms=self._histograms,
             auth=self._auth,
             tls=self._tls,
-            servicer=self._servicer,
         )
         log.info("%s listening on %s", self.name, self.url)
 

@@ -19,7 +19,7 @@ from google.protobuf import json_format
 from google.protobuf.message import DecodeError, Message
 
 from conveyor import __version__
-from conveyor.engine import Engine
+from conveyor.engine import Engine, ModelState
 from conveyor.errors import (
     Cancelled,
     ConveyorError,
@@ -252,8 +252,8 @@ class InferenceServicer:
     # -- health and metadata --------------------------------------------------------------
 
     async def ServerLive(self, request: pb.ServerLiveRequest, context: Context) -> Any:
-        engine = self._get_engine()  # live while the models load, too
-        return pb.ServerLiveResponse(live=engine is None or engine.live)
+        # Live whenever it answers: while the models load, too.
+        return pb.ServerLiveResponse(live=True)
 
     async def ServerReady(self, request: pb.ServerReadyRequest, context: Context) -> Any:
         engine = self._get_engine()
@@ -305,7 +305,7 @@ class InferenceServicer:
             entries = [
                 metadata.repository_entry(e.name, e.version, e.state, e.reason)
                 for e in self._engine.repository_index()
-                if not request.ready or e.state == "READY"
+                if not request.ready or e.state is ModelState.READY
             ]
             return _parse({"models": entries}, pb.RepositoryIndexResponse)
 

@@ -40,13 +40,18 @@ from conveyor.server.frontend import bind
 from conveyor.server.http import body as bodies
 from conveyor.server.http.errors import error_response
 from conveyor.server.http.routes import JSON, Headers, PendingInfer, Reply, V2Routes
+from conveyor.server.settings import (
+    DEFAULT_HTTP_BODY_TIMEOUT_S,
+    DEFAULT_HTTP_HEADER_TIMEOUT_S,
+    DEFAULT_HTTP_KEEP_ALIVE_S,
+)
 
 log = logging.getLogger("conveyor.http")
 
 MAX_HEAD_BYTES = 64 * 1024  # request line + headers
-KEEP_ALIVE_SECONDS = 30.0
-HEADER_TIMEOUT_SECONDS = 10.0
-BODY_TIMEOUT_SECONDS = 30.0
+KEEP_ALIVE_SECONDS = DEFAULT_HTTP_KEEP_ALIVE_S
+HEADER_TIMEOUT_SECONDS = DEFAULT_HTTP_HEADER_TIMEOUT_S
+BODY_TIMEOUT_SECONDS = DEFAULT_HTTP_BODY_TIMEOUT_S
 _LARGE_BODY = 64 * 1024  # above this, head and body are written separately (no join copy)
 # Pipelined requests parsed ahead of their turn; past this, stop reading the connection.
 # (Pausing costs syscalls, so it is not done per request.)

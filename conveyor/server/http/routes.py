@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
+from conveyor.engine import ModelState
 from conveyor.errors import (
     ConveyorError,
     InvalidInput,
@@ -155,7 +156,7 @@ class V2Routes:
             raise InvalidInput("repository index 'ready' must be true or false")
         entries = []
         for entry in self._engine().repository_index():
-            if ready_only and entry.state != "READY":
+            if ready_only and entry.state is not ModelState.READY:
                 continue
             entries.append(
                 metadata.repository_entry(entry.name, entry.version, entry.state, entry.reason)
