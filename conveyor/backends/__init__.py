@@ -32,6 +32,11 @@ def model_filename(name: str) -> str:
     return _FILENAMES[name]
 
 
+def model_filenames() -> dict[str, str]:
+    """Every registered backend's model file name, by backend name."""
+    return dict(_FILENAMES)
+
+
 def infer_backend(version_dir: Path) -> str | None:
     """The backend whose model file is present in ``version_dir``, when the config names none."""
     for name, filename in _FILENAMES.items():
@@ -61,5 +66,6 @@ __all__ = [
     "get_backend",
     "infer_backend",
     "model_filename",
+    "model_filenames",
     "register_backend",
 ]

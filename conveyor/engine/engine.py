@@ -26,8 +26,9 @@ from conveyor.errors import (
     Unsupported,
 )
 from conveyor.futures import InferFuture, Outputs
+from conveyor.repository.checks import model_warnings, repository_warnings
 from conveyor.repository.config import ModelConfig
-from conveyor.repository.layout import Repository
+from conveyor.repository.layout import ModelSource, Repository
 
 log = logging.getLogger("conveyor.engine")
 
@@ -82,6 +83,8 @@ class Engine:
             names = list(startup_models or [])
         else:
             names = repository.model_names()
+        for warning in repository_warnings(repository.root):
+            log.warning("%s", warning)
         for name in names:
             try:
                 self._load(name)
@@ -245,14 +248,24 @@ class Engine:
             return
         with self._lock:
             self._states[name] = RepositoryEntry(name, "", "LOADING")
+        for warning in model_warnings(name, source.path, source.config):
+            log.warning("%s", warning)
         loaded: dict[int, ModelVersion] = {}
         reason = ""
         for version in source.versions:
-            try:
-                loaded[version] = ModelVersion(source.config, version, source.version_dir(version))
-            except Exception as exc:
-                reason = exc.message if isinstance(exc, ConveyorError) else f"{exc}"
-                log.error("model %r version %d not loaded: %s", name, version, reason)
+            running, failure = _load_version(source, version)
+            if running is not None:
+                loaded[version] = running
+            reason = failure or reason
+        for version in source.fallbacks if not loaded else ():
+            # The latest failed: serve the newest older version that loads, and say so.
+            running, failure = _load_version(source, version)
+            if running is not None:
+                loaded[version] = running
+                latest = source.versions[-1]
+                reason = f"version {latest} failed to load ({reason}); serving {version}"
+                log.warning("model %r: %s", name, reason)
+                break
         self._stop(name, "reloaded", keep_state=True)
         with self._lock:
             if loaded:
@@ -326,3 +339,14 @@ class Engine:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def _load_version(source: ModelSource, version: int) -> tuple[ModelVersion | None, str]:
+    """One version loaded, or None and why not (logged, with the model's traceback if any)."""
+    try:
+        source.check_version(version)
+        return ModelVersion(source.config, version, source.version_dir(version)), ""
+    except Exception as exc:
+        reason = exc.message if isinstance(exc, ConveyorError) else f"{exc}"
+        log.error("model %r version %d not loaded: %s", source.name, version, reason)
+        return None, reason

@@ -26,7 +26,7 @@ from conveyor.errors import (
     RepositoryError,
 )
 from conveyor.futures import InferFuture
-from conveyor.protocol.datatypes import BYTES, numpy_dtype
+from conveyor.protocol.datatypes import BYTES, datatype_of, numpy_dtype
 from conveyor.repository.config import ModelConfig, TensorSpec
 
 log = logging.getLogger("conveyor.engine")
@@ -127,7 +127,20 @@ class ModelVersion:
         return future
 
     def _check_inputs(self, inputs: Mapping[str, np.ndarray]) -> tuple[dict[str, np.ndarray], int]:
+        # Unknown names first: a misspelt input is also a missing one, and the misspelling is
+        # what the caller needs to see.
+        unknown = [name for name in inputs if name not in self._inputs]
         missing = self._required.difference(inputs)
+        if unknown:
+            also = (
+                f"missing input {sorted(missing)[0]!r}"
+                if missing
+                else f"the request sent {', '.join(map(str, inputs))}"
+            )
+            raise InvalidInput(
+                f"model {self.name!r} has no input {unknown[0]!r}; its inputs are "
+                f"{', '.join(self._inputs)} ({also})"
+            )
         if missing:
             raise InvalidInput(
                 f"model {self.name!r}: missing input {sorted(missing)[0]!r}; "
@@ -173,8 +186,8 @@ class ModelVersion:
             if array.dtype != expected:
                 if isinstance(value, np.ndarray):
                     raise InvalidInput(
-                        f"model {self.name!r}: input {spec.name!r} has dtype {array.dtype}; "
-                        f"expected {spec.datatype} ({expected})"
+                        f"model {self.name!r}: input {spec.name!r} has datatype "
+                        f"{_v2_name(array.dtype)}; expected {spec.datatype}"
                     )
                 array = array.astype(expected)
         dims = array.shape[self._batch_dims :]
@@ -268,13 +281,13 @@ class ModelVersion:
                     array = _as_bytes_array(array, self.name, name)
                 elif array.dtype != object:
                     raise ModelError(
-                        f"model {self.name!r} returned dtype {array.dtype} for BYTES output "
-                        f"{name!r}; expected an object array of bytes"
+                        f"model {self.name!r} returned datatype {_v2_name(array.dtype)} for "
+                        f"BYTES output {name!r}; expected an object array of bytes"
                     )
             elif array.dtype != numpy_dtype(spec.datatype):
                 raise ModelError(
-                    f"model {self.name!r} returned dtype {array.dtype} for output {name!r}; "
-                    f"expected {spec.datatype} ({numpy_dtype(spec.datatype)})"
+                    f"model {self.name!r} returned datatype {_v2_name(array.dtype)} for output "
+                    f"{name!r}; expected {spec.datatype}"
                 )
             dims = array.shape[self._batch_dims :]
             if (
@@ -389,8 +402,8 @@ def _as_bytes_array(array: np.ndarray, model: str, name: str) -> np.ndarray:
             return array
     elif array.dtype.kind not in "US":
         raise InvalidInput(
-            f"model {model!r}: {name!r} is BYTES, but got dtype {array.dtype}; "
-            "expected bytes or str elements"
+            f"model {model!r}: {name!r} is BYTES, but got datatype "
+            f"{_v2_name(array.dtype)}; expected bytes or str elements"
         )
     out = np.empty(array.shape, dtype=object)
     for index, value in np.ndenumerate(array):
@@ -404,3 +417,11 @@ def _as_bytes_array(array: np.ndarray, model: str, name: str) -> np.ndarray:
                 f"{type(value).__name__}; expected bytes or str"
             )
     return out
+
+
+def _v2_name(dtype: np.dtype) -> str:
+    """The V2 name users know (INT32), or numpy's when it has none (e.g. complex64)."""
+    try:
+        return datatype_of(dtype)
+    except InvalidInput:
+        return f"numpy {dtype} (no V2 datatype)"
