@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
+import traceback
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -347,6 +348,11 @@ def _load_version(source: ModelSource, version: int) -> tuple[ModelVersion | Non
         source.check_version(version)
         return ModelVersion(source.config, version, source.version_dir(version)), ""
     except Exception as exc:
-        reason = exc.message if isinstance(exc, ConveyorError) else f"{exc}"
-        log.error("model %r version %d not loaded: %s", source.name, version, reason)
+        if isinstance(exc, ConveyorError):
+            reason, where = exc.message, exc.model_traceback
+        else:
+            reason, where = f"{exc}", "".join(traceback.format_exception(exc))
+        # The reason goes to clients (repository index); the traceback only to this log.
+        details = f"\n{where.rstrip()}" if where else ""
+        log.error("model %r version %d not loaded: %s%s", source.name, version, reason, details)
         return None, reason

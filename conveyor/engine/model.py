@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+import traceback
 from collections.abc import Mapping, Sequence
 from concurrent.futures import InvalidStateError
 from pathlib import Path
@@ -13,6 +14,7 @@ import numpy as np
 from conveyor.backends import get_backend
 from conveyor.backends.base import LoadedModel
 from conveyor.engine.batcher import join_inputs, split_outputs, wanted_outputs
+from conveyor.engine.failures import FailureLog
 from conveyor.engine.instances import ThreadInstances
 from conveyor.engine.processes import ProcessInstances, ProcessPool
 from conveyor.engine.request import Request
@@ -57,6 +59,7 @@ class ModelVersion:
         self._all_outputs = tuple(spec.name for spec in config.outputs)
         self._batch_dims = 1 if config.batching else 0
         self.stats = StatsRecorder(config.name, version)
+        self._failures = FailureLog(log, f"{config.name}-v{version}")
         self.queue = RequestQueue(
             config.name, config.max_queue_size, on_expired=self._record_expired
         )
@@ -229,11 +232,8 @@ class ModelVersion:
             t2 = time.perf_counter_ns()
             results = split_outputs(self._check_produced(produced, wanted, total), batch)
         except Exception as exc:
-            error = (
-                exc
-                if isinstance(exc, ConveyorError)
-                else ModelError(f"model {self.name!r} failed: {type(exc).__name__}: {exc}")
-            )
+            error = exc if isinstance(exc, ConveyorError) else _model_failed(self.name, exc)
+            self._failures.failed(error.message, error.model_traceback)
             failed = [request for request in batch if _settle(request, error=error)]
             ended = clock()
             for request in failed:
@@ -425,3 +425,10 @@ def _v2_name(dtype: np.dtype) -> str:
         return datatype_of(dtype)
     except InvalidInput:
         return f"numpy {dtype} (no V2 datatype)"
+
+
+def _model_failed(name: str, exc: Exception) -> ModelError:
+    """What a model's own exception becomes: its words for the client, its traceback logged."""
+    error = ModelError(f"model {name!r} failed: {type(exc).__name__}: {exc}")
+    error.model_traceback = "".join(traceback.format_exception(exc))
+    return error

@@ -32,7 +32,7 @@ def _version_folders(path: Path) -> list[str]:
 
 def check_root(root: Path) -> None:
     """RepositoryError if ``root`` is a version folder or a model folder, not a repository."""
-    here = [name for name in model_filenames() if (root / name).is_file()]
+    here = [name for name in model_filenames().values() if (root / name).is_file()]
     if here:
         raise RepositoryError(
             f"{str(root)!r} is a version folder (it holds {here[0]}), not a model repository; "
@@ -57,7 +57,7 @@ def check_root(root: Path) -> None:
 
 def misplaced_model_file(name: str, path: Path) -> RepositoryError | None:
     """A model file put directly in the model folder, where it is never looked for."""
-    for filename in model_filenames():
+    for filename in model_filenames().values():
         if (path / filename).is_file():
             return RepositoryError(
                 f"model {name!r}: {filename} is directly in {name}/, outside any version "
