@@ -4,6 +4,9 @@ class Model:
     thread_safe = True          # False: every instance gets its own Model object
     def load(self, config): ...  # optional; self.version_dir is the version's folder
     def infer(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]: ...
+
+model.py may import modules and packages beside it (``from helpers import f`` or
+``from . import helpers``); each model gets its own, even when two models' helpers share a name.
 """
 
 from __future__ import annotations
