@@ -61,8 +61,7 @@ def test_failures_are_logged_at_most_once_per_interval_with_a_count(caplog):
     messages = [record.getMessage() for record in caplog.records]
     assert messages == [
         "first\nTraceback: line 1",
-        "fourth (2 more failures of model 'm' in the last 10 s were not logged)\n"
-        "Traceback: line 4",
+        "fourth (2 more failures of model 'm' in the last 10 s were not logged)\nTraceback: line 4",
         "fifth",
     ]
 
