@@ -1,4 +1,5 @@
-"""The ``conveyor`` command: ``serve`` runs the server; ``models`` lists a repository."""
+"""The ``conveyor`` command: ``serve`` runs the server; ``models`` lists a repository;
+``bench`` load-tests a model."""
 
 from __future__ import annotations
 
@@ -8,14 +9,34 @@ import os
 import sys
 from collections.abc import Sequence
 
+# What ``conveyor --help`` prints (plain text: argparse shows it verbatim, so no markup).
+DESCRIPTION = "Conveyor: a KServe V2 / Open Inference Protocol inference server (HTTP and gRPC)."
+EPILOG = """\
+commands:
+  conveyor serve [REPOSITORY]   serve a model repository over HTTP/REST and gRPC, with metrics
+  conveyor models [REPOSITORY]  load a repository, list its models (--run: run each once)
+  conveyor bench MODEL          load-test a model in-process or over http:// or grpc://
+
+With no REPOSITORY, the built-in example models. A repository is laid out as
+<repository>/<model>/<version>/model.onnx (or model.py) with <model>/config.toml beside.
+--log-level may come before or after the command. "conveyor COMMAND --help" for its options.
+"""
+LOG_LEVEL_HELP = "debug, info, warning, error (default: info for serve, else warning)"
+
 
 def _models(args: argparse.Namespace) -> int:
     """Load every model of the repository, run each once, and print what it serves."""
     import numpy as np
 
     from conveyor.engine import Engine, ModelState
+    from conveyor.errors import ConveyorError
 
-    with Engine.from_repository(args.repository) as engine:
+    try:
+        engine = Engine.from_repository(args.repository)
+    except ConveyorError as exc:
+        print(f"conveyor models: {exc.message}", file=sys.stderr)
+        return 2
+    with engine:
         for entry in engine.repository_index():
             print(
                 f"{entry.name:<16} {entry.state:<12} version {entry.version or '-':<4} "
@@ -74,21 +95,26 @@ def _serve(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     from conveyor.server.settings import add_arguments
 
-    parser = argparse.ArgumentParser(prog="conveyor", description=__doc__)
-    parser.add_argument(
-        "--log-level", help="debug, info, warning, error (default: info for serve, else warning)"
+    parser = argparse.ArgumentParser(
+        prog="conveyor",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--log-level", help=LOG_LEVEL_HELP)
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser(
-        "serve", help="serve a model repository over KServe V2 HTTP/REST, with metrics"
+        "serve", help="serve a model repository over KServe V2 HTTP/REST and gRPC, with metrics"
     )
     add_arguments(serve)
+    _add_log_level(serve)
     serve.set_defaults(handler=_serve, default_log_level="info")
     models = commands.add_parser("models", help="load a repository and list its models")
     models.add_argument(
         "repository", nargs="?", help="model repository (default: built-in examples)"
     )
     models.add_argument("--run", action="store_true", help="run each model once on example input")
+    _add_log_level(models)
     models.set_defaults(handler=_models, default_log_level="warning")
     # ``conveyor bench`` has its own parser (and its own subcommands: plot, ceiling), so
     # every argument after ``bench``, --help included, is handed to it untouched.
@@ -101,9 +127,36 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_log_level(command: argparse.ArgumentParser) -> None:
+    # SUPPRESS: given after the command it sets the value; absent, it leaves the one given
+    # before the command (argparse would otherwise overwrite that with this default).
+    command.add_argument("--log-level", default=argparse.SUPPRESS, help=LOG_LEVEL_HELP)
+
+
+def _take_log_level(args: list[str]) -> tuple[list[str], str | None]:
+    """``bench``'s arguments without --log-level (its own parser does not know it)."""
+    rest: list[str] = []
+    level = None
+    items = iter(args)
+    for item in items:
+        if item == "--log-level":
+            level = next(items, None)
+        elif item.startswith("--log-level="):
+            level = item.partition("=")[2]
+        else:
+            rest.append(item)
+    return rest, level
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "bench":
+        args.args, level = _take_log_level(args.args)
+        args.log_level = level or args.log_level
     level = (args.log_level or args.default_log_level).upper()
+    if level not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
+        print(f"conveyor: --log-level must be one of {LOG_LEVEL_HELP}", file=sys.stderr)
+        return 2
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
     return int(args.handler(args))
 

@@ -43,14 +43,17 @@ class ConveyorError(Exception):
     """The root of every error Conveyor raises on purpose."""
 
     kind: ErrorKind = ErrorKind.INTERNAL
+    # The formatted traceback of the model code behind this error (a model that raised while
+    # loading or running), for the server log only: it is never sent to a client.
+    model_traceback: str | None = None
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
 
-    def __reduce__(self) -> tuple[type, tuple[str]]:
+    def __reduce__(self) -> tuple[type, tuple[str], dict[str, str | None]]:
         # Errors cross process boundaries (worker processes); keep them picklable.
-        return (type(self), (self.message,))
+        return (type(self), (self.message,), {"model_traceback": self.model_traceback})
 
 
 class InvalidInput(ConveyorError):

@@ -132,11 +132,15 @@ def test_the_clients_load_no_server_code_and_conveyor_no_ml_dtypes():
     assert out.stdout.strip() == "[]"
 
 
-def _version_in_subprocess(pythonpath: str) -> str:
+def _version_in_subprocess(pythonpath: str, cwd: Path) -> str:
+    # ``cwd`` matters: ``python -c`` puts it first on sys.path, and a checkout that pip
+    # installed from holds a conveyor.egg-info that metadata lookups would find there.
     code = "import conveyor; print(conveyor.__version__)"
     env = {**os.environ, "PYTHONPATH": pythonpath}
     command = [sys.executable, "-c", code]
-    out = subprocess.run(command, capture_output=True, text=True, timeout=60, check=True, env=env)
+    out = subprocess.run(
+        command, capture_output=True, text=True, timeout=60, check=True, env=env, cwd=cwd
+    )
     return out.stdout.strip()
 
 
@@ -147,7 +151,7 @@ def test_version_is_pyprojects_in_a_source_checkout():
     if list(importlib.metadata.distributions(name="conveyor")):
         pytest.skip("conveyor is installed here; the checkout fallback is not reached")
     assert conveyor.__version__ == expected
-    assert _version_in_subprocess(str(checkout)) == expected
+    assert _version_in_subprocess(str(checkout), cwd=checkout) == expected
 
 
 def test_version_is_the_installed_metadatas(tmp_path: Path):
@@ -156,4 +160,4 @@ def test_version_is_the_installed_metadatas(tmp_path: Path):
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: conveyor\nVersion: 9.8.7\n")
     checkout = Path(conveyor.__file__).resolve().parent.parent
-    assert _version_in_subprocess(f"{checkout}{os.pathsep}{tmp_path}") == "9.8.7"
+    assert _version_in_subprocess(f"{tmp_path}{os.pathsep}{checkout}", cwd=tmp_path) == "9.8.7"

@@ -68,6 +68,11 @@ def platform(name: str) -> str:
     return info.platform if info is not None else name
 
 
+def model_filenames() -> dict[str, str]:
+    """Every registered backend's model file name, by backend name."""
+    return {info.name: info.filename for info in _BACKENDS.values()}
+
+
 def infer_backend(version_dir: Path) -> str | None:
     """The backend whose model file is present in ``version_dir``, when the config names none."""
     for info in _BACKENDS.values():
@@ -99,6 +104,7 @@ __all__ = [
     "backend_names",
     "get_backend",
     "infer_backend",
+    "model_filenames",
     "platform",
     "register_backend",
 ]

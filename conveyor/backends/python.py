@@ -4,15 +4,22 @@ class Model:
     thread_safe = True          # False: every instance gets its own Model object
     def load(self, config): ...  # optional; self.version_dir is the version's folder
     def infer(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]: ...
+
+model.py may import modules and packages beside it (``from helpers import f`` or
+``from . import helpers``); each model gets its own, even when two models' helpers share a name.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import itertools
 import sys
-from collections.abc import Sequence
+import threading
+import traceback
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -20,8 +27,6 @@ import numpy as np
 from conveyor.backends.base import Backend, LoadedModel
 from conveyor.errors import ModelError, RepositoryError
 from conveyor.repository.config import ModelConfig
-
-_module_ids = itertools.count()
 
 
 class PythonModel(LoadedModel):
@@ -57,27 +62,101 @@ class PythonBackend(Backend):
                 f"model {config.name!r}: a python model must declare [[inputs]] and [[outputs]] "
                 "in config.toml"
             )
-        module_name = f"conveyor_model_{config.name}_{next(_module_ids)}"
-        spec = importlib.util.spec_from_file_location(module_name, path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[module_name] = module  # lets the model pickle its own classes
+        package = _package_name(config.name)
         try:
-            spec.loader.exec_module(module)
-            model_class = getattr(module, "Model", None)
-            if model_class is None:
-                raise RepositoryError(f"model {config.name!r}: {path.name} defines no class Model")
-            instance = model_class()
-            instance.version_dir = version_dir
-            load = getattr(instance, "load", None)
-            if callable(load):
-                load(config)
+            with _own_modules(package, version_dir):
+                module = _import_model(package, path)
+                model_class = getattr(module, "Model", None)
+                if model_class is None:
+                    raise RepositoryError(
+                        f"model {config.name!r}: {path.name} defines no class Model"
+                    )
+                instance = model_class()
+                instance.version_dir = version_dir
+                load = getattr(instance, "load", None)
+                if callable(load):
+                    load(config)
         except RepositoryError:
-            sys.modules.pop(module_name, None)
+            _forget(package)
             raise
         except Exception as exc:
-            sys.modules.pop(module_name, None)
-            raise RepositoryError(
+            _forget(package)
+            error = RepositoryError(
                 f"model {config.name!r}: loading {path.name} failed: {type(exc).__name__}: {exc}"
-            ) from exc
+            )
+            # File and line of the failure, for the server log (see conveyor.engine.failures).
+            error.model_traceback = "".join(traceback.format_exception(exc))
+            raise error from exc
         return PythonModel(config.name, instance)
+
+
+# -- a model's own modules ------------------------------------------------------------------
+#
+# ``model.py`` may import the modules beside it (``from helpers import f``), as Triton's
+# Python backend allows. Two models may each have a ``helpers.py``, so the folder cannot
+# simply join sys.path for good: the first ``helpers`` imported would be cached in
+# sys.modules under that bare name and handed to every later model. Instead:
+#
+# - model.py runs as ``<package>.model`` in a package of its own, unique per load, whose
+#   __path__ is the version folder: ``from . import helpers`` works and is isolated anyway;
+# - while model.py runs and ``load()`` runs (both under one lock), the folder is first on
+#   sys.path and the bare names its modules would take are cleared from sys.modules, so
+#   ``import helpers`` finds this folder's file; afterwards each such module is kept as
+#   ``<package>.helpers`` and the bare names get back what they held before.
+#
+# A module imported only later, inside ``infer``, is not found this way: import helpers at
+# the top of model.py (or in ``load``).
+
+_module_ids = itertools.count()
+_import_lock = threading.Lock()  # sys.path and sys.modules are process-wide
+
+
+def _package_name(model: str) -> str:
+    safe = "".join(c if c.isalnum() else "_" for c in model)
+    return f"conveyor_model_{safe}_{next(_module_ids)}"
+
+
+def _import_model(package: str, path: Path) -> ModuleType:
+    parent = ModuleType(package)
+    parent.__path__ = [str(path.parent)]
+    parent.__package__ = package
+    sys.modules[package] = parent
+    name = f"{package}.model"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # lets the model pickle its own classes
+    spec.loader.exec_module(module)
+    return module
+
+
+def _local_names(folder: Path) -> set[str]:
+    """The top-level module names that files and packages in ``folder`` would take."""
+    names = {p.stem for p in folder.glob("*.py")}
+    names |= {p.name for p in folder.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    return {name for name in names if name.isidentifier()} - {"model"}
+
+
+@contextlib.contextmanager
+def _own_modules(package: str, folder: Path) -> Iterator[None]:
+    """While inside: ``import <module beside model.py>`` imports this folder's file."""
+    with _import_lock:
+        local = _local_names(folder)
+        hidden = {
+            name: module for name, module in sys.modules.items() if name.partition(".")[0] in local
+        }
+        for name in hidden:
+            del sys.modules[name]
+        sys.path.insert(0, str(folder))
+        try:
+            yield
+        finally:
+            sys.path.remove(str(folder))
+            for name in [n for n in sys.modules if n.partition(".")[0] in local]:
+                sys.modules.setdefault(f"{package}.{name}", sys.modules.pop(name))
+            sys.modules.update(hidden)
+
+
+def _forget(package: str) -> None:
+    for name in [n for n in sys.modules if n == package or n.startswith(package + ".")]:
+        del sys.modules[name]

@@ -10,6 +10,7 @@ import dataclasses
 import enum
 import logging
 import threading
+import traceback
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -27,8 +28,9 @@ from conveyor.errors import (
     Unsupported,
 )
 from conveyor.futures import InferFuture, Outputs
+from conveyor.repository.checks import model_warnings, repository_warnings
 from conveyor.repository.config import ModelConfig
-from conveyor.repository.layout import Repository
+from conveyor.repository.layout import ModelSource, Repository
 
 log = logging.getLogger("conveyor.engine")
 
@@ -112,6 +114,8 @@ class Engine:
             names = list(startup_models or [])
         else:
             names = repository.model_names()
+        for warning in repository_warnings(repository.root):
+            log.warning("%s", warning)
         for name in names:
             try:
                 self._load(name)
@@ -277,14 +281,24 @@ class Engine:
             return
         with self._lock:
             self._states[name] = _Status(ModelState.LOADING)
+        for warning in model_warnings(name, source.path, source.config):
+            log.warning("%s", warning)
         loaded: dict[int, ModelVersion] = {}
         reason = ""
         for version in source.versions:
-            try:
-                loaded[version] = ModelVersion(source.config, version, source.version_dir(version))
-            except Exception as exc:
-                reason = exc.message if isinstance(exc, ConveyorError) else f"{exc}"
-                log.error("model %r version %d not loaded: %s", name, version, reason)
+            running, failure = _load_version(source, version)
+            if running is not None:
+                loaded[version] = running
+            reason = failure or reason
+        for version in source.fallbacks if not loaded else ():
+            # The latest failed: serve the newest older version that loads, and say so.
+            running, failure = _load_version(source, version)
+            if running is not None:
+                loaded[version] = running
+                latest = source.versions[-1]
+                reason = f"version {latest} failed to load ({reason}); serving {version}"
+                log.warning("model %r: %s", name, reason)
+                break
         self._stop(name, "reloaded", keep_state=True)
         with self._lock:
             if loaded:
@@ -354,3 +368,19 @@ class Engine:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def _load_version(source: ModelSource, version: int) -> tuple[ModelVersion | None, str]:
+    """One version loaded, or None and why not (logged, with the model's traceback if any)."""
+    try:
+        source.check_version(version)
+        return ModelVersion(source.config, version, source.version_dir(version)), ""
+    except Exception as exc:
+        if isinstance(exc, ConveyorError):
+            reason, where = exc.message, exc.model_traceback
+        else:
+            reason, where = f"{exc}", "".join(traceback.format_exception(exc))
+        # The reason goes to clients (repository index); the traceback only to this log.
+        details = f"\n{where.rstrip()}" if where else ""
+        log.error("model %r version %d not loaded: %s%s", source.name, version, reason, details)
+        return None, reason

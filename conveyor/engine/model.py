@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+import traceback
 from collections.abc import Mapping, Sequence
 from concurrent.futures import InvalidStateError
 from pathlib import Path
@@ -13,6 +14,7 @@ import numpy as np
 from conveyor.backends import get_backend, platform
 from conveyor.backends.base import LoadedModel
 from conveyor.engine.batcher import join_inputs, split_outputs, wanted_outputs
+from conveyor.engine.failures import FailureLog
 from conveyor.engine.instances import Instances, ThreadInstances
 from conveyor.engine.outputs import requested_outputs
 from conveyor.engine.processes import ProcessInstances, ProcessPool
@@ -27,7 +29,7 @@ from conveyor.errors import (
     RepositoryError,
 )
 from conveyor.futures import InferFuture
-from conveyor.protocol.datatypes import BYTES, numpy_dtype
+from conveyor.protocol.datatypes import BYTES, datatype_of, numpy_dtype
 from conveyor.repository.config import InstanceKind, ModelConfig, TensorSpec
 
 log = logging.getLogger("conveyor.engine")
@@ -56,6 +58,7 @@ class ModelVersion:
         self._all_outputs = tuple(spec.name for spec in config.outputs)
         self._batch_dims = 1 if config.batching else 0
         self.stats = StatsRecorder(config.name, version)
+        self._failures = FailureLog(log, f"{config.name}-v{version}")
         self.queue = RequestQueue(
             config.name, config.max_queue_size, on_expired=self._record_expired
         )
@@ -125,7 +128,20 @@ class ModelVersion:
         return future
 
     def _check_inputs(self, inputs: Mapping[str, np.ndarray]) -> tuple[dict[str, np.ndarray], int]:
+        # Unknown names first: a misspelt input is also a missing one, and the misspelling is
+        # what the caller needs to see.
+        unknown = [name for name in inputs if name not in self._inputs]
         missing = self._required.difference(inputs)
+        if unknown:
+            also = (
+                f"missing input {sorted(missing)[0]!r}"
+                if missing
+                else f"the request sent {', '.join(map(str, inputs))}"
+            )
+            raise InvalidInput(
+                f"model {self.name!r} has no input {unknown[0]!r}; its inputs are "
+                f"{', '.join(self._inputs)} ({also})"
+            )
         if missing:
             raise InvalidInput(
                 f"model {self.name!r}: missing input {sorted(missing)[0]!r}; "
@@ -171,8 +187,8 @@ class ModelVersion:
             if array.dtype != expected:
                 if isinstance(value, np.ndarray):
                     raise InvalidInput(
-                        f"model {self.name!r}: input {spec.name!r} has dtype {array.dtype}; "
-                        f"expected {spec.datatype} ({expected})"
+                        f"model {self.name!r}: input {spec.name!r} has datatype "
+                        f"{_v2_name(array.dtype)}; expected {spec.datatype}"
                     )
                 array = array.astype(expected)
         dims = array.shape[self._batch_dims :]
@@ -214,11 +230,8 @@ class ModelVersion:
             t2 = time.perf_counter_ns()
             results = split_outputs(self._check_produced(produced, wanted, total), batch)
         except Exception as exc:
-            error = (
-                exc
-                if isinstance(exc, ConveyorError)
-                else ModelError(f"model {self.name!r} failed: {type(exc).__name__}: {exc}")
-            )
+            error = exc if isinstance(exc, ConveyorError) else _model_failed(self.name, exc)
+            self._failures.failed(error.message, error.model_traceback)
             failed = [request for request in batch if _settle(request, error=error)]
             ended = clock()
             for request in failed:
@@ -255,13 +268,13 @@ class ModelVersion:
                     array = _as_bytes_array(array, self.name, name)
                 elif array.dtype != object:
                     raise ModelError(
-                        f"model {self.name!r} returned dtype {array.dtype} for BYTES output "
-                        f"{name!r}; expected an object array of bytes"
+                        f"model {self.name!r} returned datatype {_v2_name(array.dtype)} for "
+                        f"BYTES output {name!r}; expected an object array of bytes"
                     )
             elif array.dtype != numpy_dtype(spec.datatype):
                 raise ModelError(
-                    f"model {self.name!r} returned dtype {array.dtype} for output {name!r}; "
-                    f"expected {spec.datatype} ({numpy_dtype(spec.datatype)})"
+                    f"model {self.name!r} returned datatype {_v2_name(array.dtype)} for output "
+                    f"{name!r}; expected {spec.datatype}"
                 )
             dims = array.shape[self._batch_dims :]
             if (
@@ -376,8 +389,8 @@ def _as_bytes_array(array: np.ndarray, model: str, name: str) -> np.ndarray:
             return array
     elif array.dtype.kind not in "US":
         raise InvalidInput(
-            f"model {model!r}: {name!r} is BYTES, but got dtype {array.dtype}; "
-            "expected bytes or str elements"
+            f"model {model!r}: {name!r} is BYTES, but got datatype "
+            f"{_v2_name(array.dtype)}; expected bytes or str elements"
         )
     out = np.empty(array.shape, dtype=object)
     for index, value in np.ndenumerate(array):
@@ -391,3 +404,18 @@ def _as_bytes_array(array: np.ndarray, model: str, name: str) -> np.ndarray:
                 f"{type(value).__name__}; expected bytes or str"
             )
     return out
+
+
+def _v2_name(dtype: np.dtype) -> str:
+    """The V2 name users know (INT32), or numpy's when it has none (e.g. complex64)."""
+    try:
+        return datatype_of(dtype)
+    except InvalidInput:
+        return f"numpy {dtype} (no V2 datatype)"
+
+
+def _model_failed(name: str, exc: Exception) -> ModelError:
+    """What a model's own exception becomes: its words for the client, its traceback logged."""
+    error = ModelError(f"model {name!r} failed: {type(exc).__name__}: {exc}")
+    error.model_traceback = "".join(traceback.format_exception(exc))
+    return error

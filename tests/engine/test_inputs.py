@@ -53,7 +53,7 @@ def test_example_models_answer(examples):
             "tiny",
             {"INPUT0": np.zeros((1, 16), np.float64)},
             conveyor.InvalidInput,
-            r"dtype float64; expected FP32",
+            r"datatype FP64; expected FP32",
         ),
         (
             "tiny",
@@ -77,7 +77,7 @@ def test_example_models_answer(examples):
             "upper",
             {"INPUT0": np.zeros(2, np.int32)},
             conveyor.InvalidInput,
-            "is BYTES, but got dtype int32",
+            "is BYTES, but got datatype INT32",
         ),
     ],
 )

@@ -102,7 +102,7 @@ shape = [1]
     [
         (1, "ValueError: the model refuses mode 1"),
         (2, "did not return output 'OUTPUT0'"),
-        (3, "returned dtype int64 for output 'OUTPUT0'; expected FP32"),
+        (3, "returned datatype INT64 for output 'OUTPUT0'; expected FP32"),
         (4, r"returned shape \[3\] for output 'OUTPUT0'; expected \[1\]"),
         (5, "returned list for output 'OUTPUT0'; expected numpy.ndarray"),
         (6, "infer\\(\\) returned list"),

@@ -77,7 +77,7 @@ class Model:
 FAULTS = {
     "raise": "RuntimeError: weights are corrupt",
     "wrong_name": "did not return output 'OUTPUT0'",
-    "wrong_dtype": "returned dtype int64 for output 'OUTPUT0'; expected FP32",
+    "wrong_dtype": "returned datatype INT64 for output 'OUTPUT0'; expected FP32",
     "wrong_shape": "returned shape [2, 3] for output 'OUTPUT0'; expected [1]",
     "not_array": "returned list for output 'OUTPUT0'; expected numpy.ndarray",
 }

@@ -9,6 +9,7 @@ values built from ``conveyor.errors`` classes only, so the engine can always unp
 from __future__ import annotations
 
 import dataclasses
+import traceback
 from pathlib import Path
 
 import numpy as np
@@ -113,5 +114,10 @@ def flatten_error(exc: BaseException, model: str) -> ConveyorError:
     """
     if isinstance(exc, ConveyorError):
         base = next(c for c in type(exc).__mro__ if c.__module__ == ConveyorError.__module__)
-        return base(exc.message)
-    return ModelError(f"model {model!r} failed: {type(exc).__name__}: {exc}")
+        flat = base(exc.message)
+        flat.model_traceback = exc.model_traceback
+        return flat
+    flat = ModelError(f"model {model!r} failed: {type(exc).__name__}: {exc}")
+    # The traceback travels as text: the engine logs it with file and line.
+    flat.model_traceback = "".join(traceback.format_exception(exc))
+    return flat

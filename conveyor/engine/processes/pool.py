@@ -80,7 +80,9 @@ class ProcessPool:
         if not isinstance(reply, Loaded):
             zygote.stop(_STOP_GRACE_S)
             if isinstance(reply, Failed):
-                raise RepositoryError(reply.error.message)
+                error = RepositoryError(reply.error.message)
+                error.model_traceback = reply.error.model_traceback
+                raise error
             raise RepositoryError(
                 f"model {self.name!r}: its zygote process {zygote.describe_exit()} while loading"
             )
