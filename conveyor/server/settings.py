@@ -69,12 +69,12 @@ class Settings:
         default=64 * MiB,
         metadata=_option("largest gRPC message accepted or sent (larger: RESOURCE_EXHAUSTED)"),
     )
-    http_impl: str = dataclasses.field(
-        default="httptools",
+    backlog: int = dataclasses.field(
+        default=2048,
         metadata=_option(
-            "HTTP implementation: httptools (ours, fastest), uvicorn (the same routes as an "
-            "ASGI app on uvicorn) or uvicorn-h11 (that, on uvicorn's pure-Python h11 parser)",
-            choices=("httptools", "uvicorn", "uvicorn-h11"),
+            "connections the kernel may hold for the HTTP and metrics ports before the server "
+            "accepts them (listen backlog; Linux caps it at net.core.somaxconn); past it, "
+            "a burst of new clients waits a second or more to retry"
         ),
     )
     drain_timeout: float = dataclasses.field(
@@ -126,6 +126,8 @@ class Settings:
             raise ValueError("max_body_bytes must be at least 1")
         if self.grpc_max_message_bytes < 1:
             raise ValueError("grpc_max_message_bytes must be at least 1")
+        if self.backlog < 1:
+            raise ValueError(f"backlog must be at least 1, got {self.backlog}")
         if self.drain_timeout < 0:
             raise ValueError("drain_timeout must be >= 0")
         if self.load_model and self.model_control != "explicit":
