@@ -11,8 +11,8 @@ perf_analyzer comes with tritonclient wheels (see shared/TOOLS.md); set PERF_ANA
 its path if it is not on PATH, and LD_LIBRARY_PATH to where libcudart.so.12 lives. It
 uses perf_analyzer, not ``conveyor bench``, so every stack is driven by a client none of
 them was written for; there is no fallback when perf_analyzer is missing. The uvicorn
-variants are stock uvicorn, without the read-timeout protocol ``--http-impl uvicorn``
-serves with (``conveyor/server/http/uvicorn_timeouts.py``).
+variants run the embeddable ASGI app (``conveyor/server/http/asgi.py``) on stock uvicorn,
+which Conveyor no longer depends on: ``pip install uvicorn`` to measure them.
 
 Internal: ``--serve VARIANT --port N`` runs one server (the script starts these itself).
 """
@@ -60,9 +60,11 @@ def serve(variant: str, port: int, model: str) -> None:
         import uvloop
 
         loop_factory = uvloop.new_event_loop
-    start = {"aiohttp": _aiohttp, "uvicorn": _uvicorn, "httptools": _httptools}[
-        variant.split("-")[0]
-    ]
+    if variant.startswith("uvicorn"):
+        _uvicorn(variant, routes, port)  # uvicorn runs its own loop and handles SIGTERM
+        engine.close(5)
+        return
+    start = {"aiohttp": _aiohttp, "httptools": _httptools}[variant.split("-")[0]]
 
     async def main() -> None:
         stop = asyncio.Event()
@@ -78,23 +80,30 @@ def serve(variant: str, port: int, model: str) -> None:
 
 
 async def _httptools(variant: str, routes, port: int):  # type: ignore[no-untyped-def]
-    from conveyor.server.http.protocol import HTTPToolsFrontEnd
+    from conveyor.server.http.connection import HTTPToolsFrontEnd
 
     front_end = HTTPToolsFrontEnd(routes, "127.0.0.1", port, max_body_bytes=64 << 20)
     await front_end.start()
     return lambda: front_end.stop(1)
 
 
-async def _uvicorn(variant: str, routes, port: int):  # type: ignore[no-untyped-def]
-    from conveyor.server.frontend import ASGIFrontEnd
+def _uvicorn(variant: str, routes, port: int) -> None:  # type: ignore[no-untyped-def]
+    import uvicorn
+
     from conveyor.server.http.asgi import ASGIApp
 
-    protocol = variant.split("-")[1]
-    front_end = ASGIFrontEnd(
-        "http", ASGIApp(routes, max_body_bytes=64 << 20), "127.0.0.1", port, http=protocol
+    _, protocol, loop = variant.split("-")
+    uvicorn.run(
+        ASGIApp(routes, max_body_bytes=64 << 20),
+        host="127.0.0.1",
+        port=port,
+        http=protocol,
+        loop=loop,
+        lifespan="off",
+        access_log=False,
+        log_config=None,
+        server_header=False,
     )
-    await front_end.start()
-    return lambda: front_end.stop(1)
 
 
 async def _aiohttp(variant: str, routes, port: int):  # type: ignore[no-untyped-def]

@@ -102,8 +102,9 @@ def load_config_file(path: Path, name: str) -> dict[str, Any]:
 def parse_config(name: str, raw: Mapping[str, Any], *, backend: str | None = None) -> ModelConfig:
     """Validate a raw TOML mapping into a ModelConfig; every error names model and key."""
 
-    # Imported here: the backends import this module (for ModelConfig) when they load.
-    from conveyor.backends import backend_names
+    # Imported here: importing the registry runs conveyor/backends/__init__.py, which imports
+    # the backend base class, which imports this module.
+    from conveyor.backends.registry import backend_names
 
     def fail(message: str) -> RepositoryError:
         return RepositoryError(f"model {name!r}: {message}")

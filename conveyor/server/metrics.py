@@ -1,4 +1,5 @@
-"""Prometheus metrics on their own port, read from the engine's statistics at scrape time.
+"""Prometheus metrics, read from the engine's statistics at scrape time (served by
+``metrics_port.py``).
 
 The engine never creates metric objects: a custom collector turns
 ``engine.statistics()`` into Triton's metric families when Prometheus scrapes, so existing
@@ -11,19 +12,14 @@ Triton's counters have no ``_total`` suffix; we keep their exact names (text for
 
 from __future__ import annotations
 
-import asyncio
 import bisect
 import threading
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.metrics_core import HistogramMetricFamily, Metric
 from prometheus_client.utils import floatToGoString
-
-from conveyor.errors import Unauthenticated
-from conveyor.server.auth import CHALLENGE, BearerAuth
-from conveyor.server.frontend import ASGIFrontEnd
 
 if TYPE_CHECKING:
     from conveyor.engine import Engine
@@ -163,74 +159,3 @@ def exposition(metrics_registry: CollectorRegistry) -> bytes:
 
 def _escape_label(value: str) -> str:
     return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r'\"')
-
-
-class MetricsApp:
-    """ASGI app: ``GET /metrics`` in Prometheus text format, built off the event loop."""
-
-    CONTENT_TYPE = b"text/plain; version=0.0.4; charset=utf-8"
-
-    def __init__(self, metrics_registry: CollectorRegistry, auth: BearerAuth | None = None) -> None:
-        self._registry = metrics_registry
-        self._auth = auth
-
-    def _authorized(self, scope: dict[str, Any]) -> bool:
-        if self._auth is None:
-            return True
-        given = next((v for k, v in scope["headers"] if k == b"authorization"), None)
-        try:
-            self._auth.check(given)
-        except Unauthenticated:
-            return False
-        return True
-
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            return
-        extra: list[tuple[bytes, bytes]] = []
-        if not self._authorized(scope):
-            body, status, content_type = b"unauthorized: send a bearer token\n", 401, b"text/plain"
-            extra.append((b"www-authenticate", CHALLENGE))
-        elif scope["path"] == "/metrics" and scope["method"] in ("GET", "HEAD"):
-            loop = asyncio.get_running_loop()
-            # Reading statistics takes the engine's locks: not on the event loop.
-            body = await loop.run_in_executor(None, exposition, self._registry)
-            status, content_type = 200, self.CONTENT_TYPE
-        else:
-            body, status, content_type = b"not found: metrics are at /metrics\n", 404, b"text/plain"
-        await send(
-            {
-                "type": "http.response.start",
-                "status": status,
-                "headers": [
-                    (b"content-type", content_type),
-                    (b"content-length", b"%d" % len(body)),
-                    *extra,
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
-
-
-def metrics_front_end(
-    engine: Callable[[], Engine | None],
-    histograms: LatencyHistograms | None,
-    host: str,
-    port: int,
-    *,
-    auth: BearerAuth | None = None,
-    tls: tuple[str, str] | None = None,
-    header_timeout: float | None = None,
-    body_timeout: float | None = None,
-) -> ASGIFrontEnd:
-    app = MetricsApp(registry(engine, histograms), auth)
-    # Served by uvicorn too: without the read timeouts a slow sender could hold this port.
-    return ASGIFrontEnd(
-        "metrics",
-        app,
-        host,
-        port,
-        tls=tls,
-        header_timeout=header_timeout,
-        body_timeout=body_timeout,
-    )

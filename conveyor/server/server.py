@@ -24,11 +24,13 @@ from conveyor.engine import Engine
 from conveyor.server.auth import BearerAuth
 from conveyor.server.frontend import FrontEnd
 from conveyor.server.grpc.server import GRPCFrontEnd
-from conveyor.server.http.protocol import http_front_end
+from conveyor.server.http.connection import HTTPToolsFrontEnd
 from conveyor.server.http.routes import V2Routes
-from conveyor.server.metrics import LatencyHistograms, metrics_front_end
+from conveyor.server.metrics import LatencyHistograms
+from conveyor.server.metrics_port import metrics_front_end
 from conveyor.server.settings import Settings
 from conveyor.server.state import ServerState
+from conveyor.server.tls import server_context
 
 log = logging.getLogger("conveyor.server")
 
@@ -96,18 +98,19 @@ class Server:
         s = self.settings
         auth = BearerAuth(s.auth_token) if s.auth_token is not None else None
         tls = (s.tls_cert, s.tls_key) if s.tls_cert is not None and s.tls_key is not None else None
+        ssl_context = server_context(*tls) if tls is not None else None
         front_ends: list[FrontEnd] = [
-            http_front_end(
+            HTTPToolsFrontEnd(
                 self.routes,
                 s.host,
                 s.http_port,
                 max_body_bytes=s.max_body_bytes,
-                impl=s.http_impl,
                 auth=auth,
-                tls=tls,
+                ssl_context=ssl_context,
                 header_timeout=s.http_header_timeout,
                 body_timeout=s.http_body_timeout,
                 keep_alive_timeout=s.http_keep_alive_timeout,
+                backlog=s.backlog,
             ),
         ]
         front_ends.append(
@@ -129,9 +132,11 @@ class Server:
                     s.host,
                     s.metrics_port,
                     auth=auth,
-                    tls=tls,
+                    ssl_context=ssl_context,
                     header_timeout=s.http_header_timeout,
                     body_timeout=s.http_body_timeout,
+                    keep_alive_timeout=s.http_keep_alive_timeout,
+                    backlog=s.backlog,
                 )
             )
         return front_ends

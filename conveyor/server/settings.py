@@ -23,6 +23,9 @@ DEFAULT_DRAIN_TIMEOUT_S = 30.0
 DEFAULT_HTTP_HEADER_TIMEOUT_S = 10.0
 DEFAULT_HTTP_BODY_TIMEOUT_S = 30.0
 DEFAULT_HTTP_KEEP_ALIVE_S = 30.0
+# listen(2)'s backlog: asyncio's default of 100 drops a burst's SYNs past it, and each dropped
+# client waits a second to retry; uvicorn uses 2048 too.
+DEFAULT_LISTEN_BACKLOG = 2048
 # Where the bearer token may come from instead of --auth-token (which other local users can
 # read in the process list). Read by :meth:`Settings.with_environment` only, never at import.
 AUTH_TOKEN_ENV = "CONVEYOR_AUTH_TOKEN"
@@ -76,12 +79,12 @@ class Settings:
         default=DEFAULT_MAX_MESSAGE_BYTES,
         metadata=_option("largest gRPC message accepted or sent (larger: RESOURCE_EXHAUSTED)"),
     )
-    http_impl: str = dataclasses.field(
-        default="httptools",
+    backlog: int = dataclasses.field(
+        default=DEFAULT_LISTEN_BACKLOG,
         metadata=_option(
-            "HTTP implementation: httptools (ours, fastest), uvicorn (the same routes as an "
-            "ASGI app on uvicorn) or uvicorn-h11 (that, on uvicorn's pure-Python h11 parser)",
-            choices=("httptools", "uvicorn", "uvicorn-h11"),
+            "connections the kernel may hold for the HTTP and metrics ports before the server "
+            "accepts them (listen backlog; Linux caps it at net.core.somaxconn); past it, "
+            "a burst of new clients waits a second or more to retry"
         ),
     )
     drain_timeout: float = dataclasses.field(
@@ -140,6 +143,8 @@ class Settings:
             raise ValueError("max_body_bytes must be at least 1")
         if self.grpc_max_message_bytes < 1:
             raise ValueError("grpc_max_message_bytes must be at least 1")
+        if self.backlog < 1:
+            raise ValueError(f"backlog must be at least 1, got {self.backlog}")
         if self.drain_timeout < 0:
             raise ValueError("drain_timeout must be >= 0")
         if self.load_model and self.model_control is not ModelControl.EXPLICIT:

@@ -7,6 +7,7 @@ import pytest
 
 import conveyor
 from conveyor import Engine, backends
+from conveyor.backends import registry
 from conveyor.examples import onnx_models
 from conveyor.protocol.json_codec import dumps
 from conveyor.repository.config import parse_config
@@ -191,10 +192,9 @@ def test_states_kinds_and_modes_are_enums_with_their_wire_words(repo):
 def test_backend_facts_come_from_the_registry(monkeypatch):
     assert backends.platform("onnxruntime") == "onnxruntime_onnx"
     assert backends.platform("python") == "python"
-    fake = backends.BackendInfo(
-        "fake", backends.get_backend, "model.fake", "fake_platform", process_instances=False
-    )
-    monkeypatch.setitem(backends._BACKENDS, "fake", fake)
+    # Registered through the public call, on a copy of the table that the test then drops.
+    monkeypatch.setattr(registry, "_BACKENDS", dict(registry._BACKENDS))
+    backends.register_backend("fake", backends.get_backend, "model.fake", platform="fake_platform")
     # A registered backend's options table is a known config key, and 'no backend' names it.
     config = parse_config("m", {"backend": "fake", "fake": {"threads": 2}})
     assert config.backend_options == {"threads": 2}

@@ -41,16 +41,14 @@ max_batch_size = 4
 """
 
 
-@pytest.fixture(scope="module", params=("httptools", "uvicorn"))
-def server(tmp_path_factory: pytest.TempPathFactory, request) -> Iterator[RunningServer]:  # type: ignore[no-untyped-def]
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     root = tmp_path_factory.mktemp("hostile")
     onnx_models.tiny(root / "tiny" / "1" / "model.onnx")
     onnx_models.tiny(root / "batched" / "1" / "model.onnx")
     (root / "batched" / "config.toml").write_text(BATCHED_CONFIG)
     python_model(root, "words", ECHO_BYTES, ECHO_BYTES_CONFIG)
     args = [
-        "--http-impl",
-        request.param,
         "--max-body-bytes",
         str(LIMIT),
         "--grpc-max-message-bytes",

@@ -83,13 +83,12 @@ def test_the_token_comes_from_the_option_or_the_environment_never_at_import() ->
 # -- bearer token ------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module", params=("httptools", "uvicorn"))
-def auth_server(tmp_path_factory: pytest.TempPathFactory, request) -> Iterator[RunningServer]:  # type: ignore[no-untyped-def]
+@pytest.fixture(scope="module")
+def auth_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     repository = build_repository(tmp_path_factory.mktemp("auth"))
     # The token from the environment (kept off the command line, where `ps` shows it).
     env = {**os.environ, AUTH_TOKEN_ENV: TOKEN}
-    args = ["--http-impl", request.param]
-    with run_server(repository, env=env, extra_args=args) as server:
+    with run_server(repository, env=env) as server:
         yield server
         assert server.process.poll() is None
 
@@ -202,15 +201,11 @@ def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return self_signed(tmp_path_factory.mktemp("tls"))
 
 
-@pytest.mark.parametrize("impl", ["httptools", "uvicorn"])
-def test_tls_on_http_grpc_and_metrics(
-    certificate: tuple[Path, Path], tmp_path: Path, impl: str
-) -> None:
+def test_tls_on_http_grpc_and_metrics(certificate: tuple[Path, Path], tmp_path: Path) -> None:
     cert, key = certificate
     repository = build_repository(tmp_path / "models")
     context = ssl.create_default_context(cafile=str(cert))
-    args = ["--tls-cert", str(cert), "--tls-key", str(key), "--auth-token", TOKEN,
-            "--http-impl", impl]  # fmt: skip
+    args = ["--tls-cert", str(cert), "--tls-key", str(key), "--auth-token", TOKEN]
     with run_server(repository, extra_args=args, ssl_context=context) as server:
         assert server.http_url.startswith("https://")
         # HTTP: tritonclient over https, verifying our certificate, with the token.

@@ -1,4 +1,4 @@
-"""One real server process per HTTP implementation for the HTTP tests (see models.py)."""
+"""One real server process for the HTTP tests (see models.py)."""
 
 from __future__ import annotations
 
@@ -16,13 +16,10 @@ def repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_repository(tmp_path_factory.mktemp("http-models"))
 
 
-HTTP_IMPLEMENTATIONS = ("httptools", "uvicorn")
-
-
-@pytest.fixture(scope="session", params=HTTP_IMPLEMENTATIONS)
-def server(repository: Path, request: pytest.FixtureRequest) -> Iterator[RunningServer]:
-    """The shared server (model control off, default limits), once per HTTP implementation."""
-    with run_server(repository, extra_args=["--http-impl", request.param]) as running:
+@pytest.fixture(scope="session")
+def server(repository: Path) -> Iterator[RunningServer]:
+    """The shared server (model control off, default limits)."""
+    with run_server(repository) as running:
         yield running
         assert running.process.poll() is None, "the server died during the tests"
 

@@ -12,9 +12,9 @@ from conveyor.client._base import DEFAULT_CALL_TIMEOUT_S
 from conveyor.client.grpc import GRPCClient
 from conveyor.client.http import HTTPClient
 from conveyor.protocol.limits import DEFAULT_MAX_MESSAGE_BYTES
-from conveyor.server.frontend import ASGIFrontEnd
+from conveyor.server import metrics_port
 from conveyor.server.grpc.server import GRPCFrontEnd, start_grpc_server
-from conveyor.server.http import protocol
+from conveyor.server.http import connection
 from conveyor.server.settings import Settings, add_arguments, from_arguments
 
 
@@ -49,11 +49,12 @@ def test_each_default_is_the_settings_default():
     assert _default(start_grpc_server, "max_message_bytes") == settings.grpc_max_message_bytes
     assert _default(GRPCFrontEnd, "max_message_bytes") == settings.grpc_max_message_bytes
     assert _default(GRPCClient, "max_message_bytes") == settings.grpc_max_message_bytes
-    http = protocol.http_front_end
+    http = connection.HTTPToolsFrontEnd
     assert _default(http, "header_timeout") == settings.http_header_timeout == 10.0
     assert _default(http, "body_timeout") == settings.http_body_timeout == 30.0
     assert _default(http, "keep_alive_timeout") == settings.http_keep_alive_timeout == 30.0
-    assert _default(ASGIFrontEnd, "keep_alive_timeout") == settings.http_keep_alive_timeout
+    assert _default(http, "backlog") == settings.backlog == 2048
+    assert _default(metrics_port.metrics_front_end, "backlog") == settings.backlog
     assert settings.drain_timeout == 30.0
     assert _default(GRPCClient, "call_timeout") == _default(HTTPClient, "call_timeout")
     assert _default(HTTPClient, "call_timeout") == DEFAULT_CALL_TIMEOUT_S == 300.0

@@ -1,7 +1,7 @@
-"""The V2 HTTP/REST front end: routes shared by two implementations picked by name.
+"""The V2 HTTP/REST front end: routes, and the two ways they are served.
 
-- ``protocol.py``: HTTP/1.1 on httptools directly (default, fastest);
-- ``asgi.py``: the same routes as a bare ASGI app, served by uvicorn (``--http-impl uvicorn``).
-
-``protocol.http_front_end(routes, host, port, max_body_bytes=..., impl=...)`` picks one.
+- ``connection.py``: HTTP/1.1 on httptools directly, what ``conveyor serve`` runs (the V2
+  port and, with other routes, the metrics port);
+- ``asgi.py``: the same routes as a bare ASGI app, for users who mount Conveyor inside
+  their own ASGI server.
 """

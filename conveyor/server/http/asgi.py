@@ -1,9 +1,13 @@
-"""The V2 routes as a bare ASGI app, for uvicorn (``--http-impl uvicorn``) or any ASGI server.
+"""The V2 routes as a bare ASGI app, to mount Conveyor inside your own ASGI server.
 
-No framework: a request costs one pass over its headers, one body read, the route and
-two ``send`` calls. The default implementation (``protocol.py``) skips ASGI altogether
-and is faster; this one is kept because any ASGI server can host it and because it is
-the reference the other is measured and tested against.
+``conveyor serve`` does not use it: its own front end (``connection.py``) skips ASGI
+altogether and is faster. This app is for users who already run an ASGI server (uvicorn,
+hypercorn, a Starlette mount) and want the V2 routes in it. No framework: a request costs
+one pass over its headers, one body read, the route and two ``send`` calls. The host
+server's own limits (read timeouts, backlog, keep-alive) apply, not Conveyor's.
+
+    app = ASGIApp(V2Routes(ServerState(engine), version=conveyor.__version__),
+                  max_body_bytes=64 << 20)
 """
 
 from __future__ import annotations
@@ -52,8 +56,8 @@ class ASGIApp:
             elif name == b"transfer-encoding":
                 chunked = True
         # Until read_body() has read it whole, a request's body is "unread"; answering with
-        # it unread closes the connection, so uvicorn never goes on reading (and dropping)
-        # a body the routes refused or did not need, however long it is.
+        # it unread closes the connection, so the ASGI server never goes on reading (and
+        # dropping) a body the routes refused or did not need, however long it is.
         state = _BodyState(chunked or content_length not in (None, b"0"))
         limit = self.max_body_bytes
 
@@ -125,7 +129,7 @@ async def _read_body(
     while True:
         if size > limit:
             # Without a Content-Length (chunked) the limit is enforced as the body arrives.
-            # Close after answering even if this was the last piece, as protocol.py does:
+            # Close after answering even if this was the last piece, as connection.py does:
             # an over-limit request never leaves its connection open for more.
             state.unread = True
             raise bodies.too_large(f"more than {limit} bytes", limit)

@@ -1,11 +1,12 @@
-"""HTTP/1.1 straight on httptools and asyncio, for the V2 routes (the default implementation).
+"""The server's HTTP/1.1, straight on httptools and asyncio: the V2 port and the metrics port.
 
 Why not ASGI: on the infer hot path uvicorn's ASGI layer (scope and message dicts, a task,
 an event per body read, header validation per send) cost more than everything else the
 server does for a ``tiny`` request. Here an infer request is parsed by httptools' callbacks,
 decoded and submitted to the engine inside ``data_received``, and answered from a
 callback when the engine's future completes: no task, no coroutine, one write. Other
-routes run as a task through :meth:`V2Routes.handle`, like the ASGI app.
+routes run as a task through ``routes.handle``, as the ASGI app (``asgi.py``) runs them
+for users who mount Conveyor in their own ASGI server.
 
 HTTP handled here: keep-alive (HTTP/1.1 default, HTTP/1.0 on request), pipelined
 requests (answered in order, one at a time), chunked request bodies (httptools decodes
@@ -28,8 +29,9 @@ import contextlib
 import logging
 import ssl
 import time
+from collections.abc import Awaitable, Callable
 from email.utils import formatdate
-from typing import Any
+from typing import Protocol, runtime_checkable
 from urllib.parse import unquote
 
 import httptools
@@ -39,11 +41,12 @@ from conveyor.server.auth import CHALLENGE, OPEN_HTTP_PATHS, BearerAuth
 from conveyor.server.frontend import bind
 from conveyor.server.http import body as bodies
 from conveyor.server.http.errors import error_response
-from conveyor.server.http.routes import JSON, Headers, PendingInfer, Reply, V2Routes
+from conveyor.server.http.routes import JSON, Headers, PendingInfer, Reply
 from conveyor.server.settings import (
     DEFAULT_HTTP_BODY_TIMEOUT_S,
     DEFAULT_HTTP_HEADER_TIMEOUT_S,
     DEFAULT_HTTP_KEEP_ALIVE_S,
+    DEFAULT_LISTEN_BACKLOG,
 )
 
 log = logging.getLogger("conveyor.http")
@@ -52,6 +55,7 @@ MAX_HEAD_BYTES = 64 * 1024  # request line + headers
 KEEP_ALIVE_SECONDS = DEFAULT_HTTP_KEEP_ALIVE_S
 HEADER_TIMEOUT_SECONDS = DEFAULT_HTTP_HEADER_TIMEOUT_S
 BODY_TIMEOUT_SECONDS = DEFAULT_HTTP_BODY_TIMEOUT_S
+BACKLOG = DEFAULT_LISTEN_BACKLOG
 _LARGE_BODY = 64 * 1024  # above this, head and body are written separately (no join copy)
 # Pipelined requests parsed ahead of their turn; past this, stop reading the connection.
 # (Pausing costs syscalls, so it is not done per request.)
@@ -72,6 +76,25 @@ _INTERESTING = frozenset(
         b"authorization",
     )
 )
+
+
+class Routes(Protocol):
+    """What an :class:`HTTPToolsFrontEnd` serves (``V2Routes``, the metrics port's routes)."""
+
+    async def handle(
+        self,
+        method: str,
+        path: str,
+        read_body: Callable[[], Awaitable[bytes]],
+        header_length: bytes | None,
+    ) -> Reply: ...
+
+
+@runtime_checkable
+class InferRoutes(Routes, Protocol):
+    """Routes whose infer requests start from the parser's callback, with no task."""
+
+    def begin_infer(self, path: str, body: bytes, header_length: bytes | None) -> PendingInfer: ...
 
 
 class RequestTimeout(ConveyorError):
@@ -115,6 +138,7 @@ class HTTPProtocol(asyncio.Protocol):
     def __init__(self, front_end: HTTPToolsFrontEnd) -> None:
         self._front_end = front_end
         self._routes = front_end.routes
+        self._begin_infer = front_end.begin_infer
         self._limit = front_end.max_body_bytes
         self._loop = front_end.loop
         self._parser = httptools.HttpRequestParser(self)
@@ -232,7 +256,7 @@ class HTTPProtocol(asyncio.Protocol):
         path = url.decode("latin-1")
         request.path = unquote(path) if "%" in path else path
         auth = self._front_end.auth
-        if auth is not None and request.path not in OPEN_HTTP_PATHS:
+        if auth is not None and request.path not in self._front_end.open_paths:
             try:
                 auth.check(request.authorization)
             except Unauthenticated as exc:
@@ -302,8 +326,9 @@ class HTTPProtocol(asyncio.Protocol):
             body = b"".join(request.body) if len(request.body) != 1 else request.body[0]
             if request.encoding is not None:
                 body = bodies.decompress(body, request.encoding, self._limit)
-            if request.method == "POST" and request.path.endswith("/infer"):
-                pending = self._routes.begin_infer(request.path, body, request.header_length)
+            infer = self._begin_infer
+            if infer is not None and request.method == "POST" and request.path.endswith("/infer"):
+                pending = infer(request.path, body, request.header_length)
                 self._inflight = pending
                 pending.future.add_done_callback(
                     lambda _, r=request, p=pending: self._loop.call_soon_threadsafe(
@@ -413,26 +438,35 @@ class HTTPProtocol(asyncio.Protocol):
 
 
 class HTTPToolsFrontEnd:
-    """The HTTP front end on :class:`HTTPProtocol`: listens, keeps the Date header fresh,
-    closes idle keep-alive connections, and stops gracefully."""
+    """An HTTP front end on :class:`HTTPProtocol`: listens, keeps the Date header fresh,
+    closes idle keep-alive connections, and stops gracefully.
+
+    ``auth`` (when given) guards every path but ``open_paths``.
+    """
 
     def __init__(
         self,
-        routes: V2Routes,
+        routes: Routes,
         host: str,
         port: int,
         *,
         max_body_bytes: int,
+        name: str = "http",
         auth: BearerAuth | None = None,
+        open_paths: frozenset[str] = OPEN_HTTP_PATHS,
         ssl_context: ssl.SSLContext | None = None,
         header_timeout: float = HEADER_TIMEOUT_SECONDS,
         body_timeout: float = BODY_TIMEOUT_SECONDS,
         keep_alive_timeout: float = KEEP_ALIVE_SECONDS,
+        backlog: int = BACKLOG,
     ) -> None:
-        self.name = "http"
+        self.name = name
         self.routes = routes
+        self.begin_infer = routes.begin_infer if isinstance(routes, InferRoutes) else None
         self.max_body_bytes = max_body_bytes
         self.auth = auth
+        self.open_paths = open_paths
+        self.backlog = backlog
         self.header_timeout = header_timeout
         self.body_timeout = body_timeout
         self.keep_alive_timeout = keep_alive_timeout
@@ -464,12 +498,13 @@ class HTTPToolsFrontEnd:
         self._server = await self.loop.create_server(
             lambda: HTTPProtocol(self),
             sock=sock,
+            backlog=self.backlog,
             ssl=self._ssl,
             # A client that never finishes its TLS handshake is a slow sender too.
             ssl_handshake_timeout=self.header_timeout if self._ssl is not None else None,
         )
-        self._ticker = self.loop.create_task(self._tick(), name="http-tick")
-        log.info("http listening on %s", self.url)
+        self._ticker = self.loop.create_task(self._tick(), name=f"{self.name}-tick")
+        log.info("%s listening on %s", self.name, self.url)
 
     def _refresh(self) -> None:
         self.date = b"date: " + formatdate(usegmt=True).encode() + b"\r\n"
@@ -504,58 +539,4 @@ class HTTPToolsFrontEnd:
             log.warning("closing a connection whose request did not finish in %.1f s", timeout)
             connection.abort()
         await self._server.wait_closed()
-        log.info("http stopped")
-
-
-def http_front_end(
-    routes: V2Routes,
-    host: str,
-    port: int,
-    *,
-    max_body_bytes: int,
-    impl: str = "httptools",
-    auth: BearerAuth | None = None,
-    tls: tuple[str, str] | None = None,
-    header_timeout: float = HEADER_TIMEOUT_SECONDS,
-    body_timeout: float = BODY_TIMEOUT_SECONDS,
-    keep_alive_timeout: float = KEEP_ALIVE_SECONDS,
-) -> Any:
-    """The HTTP front end by implementation name: httptools (default) or uvicorn (ASGI),
-    the latter on uvicorn's httptools parser or, as ``uvicorn-h11``, its h11 one.
-
-    ``tls`` is (certificate file, key file). Every implementation enforces the header, body
-    and keep-alive timeouts (uvicorn through ``uvicorn_timeouts.py``).
-    """
-    if impl == "httptools":
-        from conveyor.server.tls import server_context
-
-        return HTTPToolsFrontEnd(
-            routes,
-            host,
-            port,
-            max_body_bytes=max_body_bytes,
-            auth=auth,
-            ssl_context=server_context(*tls) if tls is not None else None,
-            header_timeout=header_timeout,
-            body_timeout=body_timeout,
-            keep_alive_timeout=keep_alive_timeout,
-        )
-    if impl in ("uvicorn", "uvicorn-h11"):
-        from conveyor.server.frontend import ASGIFrontEnd
-        from conveyor.server.http.asgi import ASGIApp
-
-        app = ASGIApp(routes, max_body_bytes=max_body_bytes, auth=auth)
-        return ASGIFrontEnd(
-            "http",
-            app,
-            host,
-            port,
-            http="h11" if impl == "uvicorn-h11" else "httptools",
-            tls=tls,
-            keep_alive_timeout=keep_alive_timeout,
-            header_timeout=header_timeout,
-            body_timeout=body_timeout,
-        )
-    raise ValueError(
-        f"unknown HTTP implementation {impl!r}; use httptools, uvicorn or uvicorn-h11"
-    )
+        log.info("%s stopped", self.name)

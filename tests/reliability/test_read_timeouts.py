@@ -1,9 +1,9 @@
-"""Slow senders and over-limit bodies against the uvicorn implementations.
+"""Slow senders and over-limit bodies against the HTTP front end, on both of its ports.
 
-``--http-impl uvicorn`` (uvicorn's httptools parser) and ``uvicorn-h11`` enforce the same
-header and body read timeouts as the default implementation (``test_clients.py``), through
-``conveyor/server/http/uvicorn_timeouts.py``. A real ``conveyor serve`` with 1 s timeouts,
-raw sockets on 127.0.0.1, a bound on every socket operation.
+The V2 port and the metrics port run the same front end (``conveyor/server/http/
+connection.py``) with the same header and body read timeouts (``test_clients.py`` has
+more). A real ``conveyor serve`` with 1 s timeouts, raw sockets on 127.0.0.1, a bound on
+every socket operation.
 """
 
 from __future__ import annotations
@@ -30,11 +30,10 @@ INFER_HEAD = (
 )
 
 
-@pytest.fixture(scope="module", params=("uvicorn", "uvicorn-h11"))
-def server(tmp_path_factory: pytest.TempPathFactory, request) -> Iterator[RunningServer]:  # type: ignore[no-untyped-def]
-    repository = build_repository(tmp_path_factory.mktemp("uvicorn-timeouts"))
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+    repository = build_repository(tmp_path_factory.mktemp("read-timeouts"))
     args = [
-        "--http-impl", request.param,
         "--http-header-timeout", str(TIMEOUT),
         "--http-body-timeout", str(TIMEOUT),
         "--http-keep-alive-timeout", str(KEEP_ALIVE),
@@ -182,22 +181,6 @@ def test_a_chunked_body_that_goes_on_past_the_limit_stops_being_read(
     assert took < SLACK, took
 
 
-def test_a_body_the_route_never_reads_is_not_read_either(server: RunningServer) -> None:
-    # An unknown route is answered from the headers alone; the connection is then closed
-    # rather than left reading a body nobody wants (here one that never ends).
-    with socket.create_connection(("127.0.0.1", server.http_port), timeout=SOCKET_TIMEOUT) as sock:
-        started = time.monotonic()
-        sock.sendall(
-            b"POST /v2/nowhere HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
-            + chunked(100, 1)
-        )
-        received = read_until_closed(sock)
-        took = time.monotonic() - started
-    assert received.startswith(b"HTTP/1.1 404"), received[:300]
-    assert b"connection: close" in received
-    assert took < TIMEOUT, took  # closed after the answer, not by the body timeout
-
-
 def test_a_connection_that_never_sends_is_closed_after_the_keep_alive_timeout(
     server: RunningServer,
 ) -> None:
@@ -209,7 +192,7 @@ def test_a_connection_that_never_sends_is_closed_after_the_keep_alive_timeout(
 
 
 def test_the_metrics_port_has_the_read_timeouts_too(server: RunningServer) -> None:
-    # The metrics endpoint is served by uvicorn whatever --http-impl says.
+    # The metrics port runs the same front end, so a slow sender cannot hold it either.
     head = b"GET /metrics HTTP/1.1\r\nHost: x\r\n"
     received, took, _ = dribble(server.metrics_port, [head], 0.0)
     assert_cut_off(received, b"headers")

@@ -1,0 +1,81 @@
+"""The backend registry: each backend's facts, kept where any module may read them.
+
+A backend's name (``backend = "<name>"`` in config.toml, and its options table ``[<name>]``),
+its model file, the platform V2 metadata reports for its models, and whether its models may
+run as worker processes. The built-in backends register themselves in
+``conveyor/backends/__init__.py``; this module imports no backend, so the repository's config
+parser can read the names without a circle back through the backends.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from conveyor.errors import RepositoryError
+
+
+@dataclasses.dataclass(frozen=True)
+class BackendInfo:
+    name: str
+    # Returns a conveyor.backends.base.Backend; typed loosely so this module imports no
+    # backend code (config.py reads the names here, and the backends import config.py).
+    factory: Callable[[], Any]
+    filename: str  # its model file in a version folder, e.g. model.onnx
+    platform: str  # the model metadata's "platform" (Triton's name for it)
+    process_instances: bool  # whether instance_kind = "process" may run its models
+
+
+_BACKENDS: dict[str, BackendInfo] = {}
+
+
+def register_backend(
+    name: str,
+    factory: Callable[[], Any],
+    filename: str,
+    *,
+    platform: str | None = None,
+    process_instances: bool = False,
+) -> None:
+    """Make ``backend = "<name>"`` use ``factory()``; ``filename`` is its model file's name.
+
+    ``platform`` defaults to ``name``. ``process_instances``: its loaded models can be forked
+    into worker processes (instance_kind = "process").
+    """
+    _BACKENDS[name] = BackendInfo(
+        name, factory, filename, platform or name, process_instances=process_instances
+    )
+
+
+def backend_info(name: str) -> BackendInfo:
+    try:
+        return _BACKENDS[name]
+    except KeyError:
+        raise RepositoryError(
+            f"unknown backend {name!r}; known backends are {', '.join(backend_names())}"
+        ) from None
+
+
+def backend_names() -> tuple[str, ...]:
+    return tuple(sorted(_BACKENDS))
+
+
+def platform(name: str) -> str:
+    """What V2 model metadata reports as the platform of a ``name`` backend's model."""
+    info = _BACKENDS.get(name)
+    return info.platform if info is not None else name
+
+
+def model_filenames() -> dict[str, str]:
+    """Every registered backend's model file name, by backend name."""
+    return {info.name: info.filename for info in _BACKENDS.values()}
+
+
+def infer_backend(version_dir: Path) -> str | None:
+    """The backend whose model file is present in ``version_dir``, when the config names none."""
+    for info in _BACKENDS.values():
+        if (version_dir / info.filename).exists():
+            return info.name
+    return None
