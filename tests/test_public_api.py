@@ -23,6 +23,7 @@ EXPECTED = {
     "ModelNotFound",
     "ModelNotReady",
     "ModelStatistics",
+    "ModelUnavailable",
     "QueueFull",
     "RepositoryEntry",
     "RepositoryError",
