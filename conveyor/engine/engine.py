@@ -22,6 +22,7 @@ from conveyor.errors import (
     InvalidInput,
     ModelNotFound,
     ModelNotReady,
+    ModelUnavailable,
     ShuttingDown,
     Unsupported,
 )
@@ -77,6 +78,9 @@ class Engine:
         self._running: dict[str, dict[int, ModelVersion]] = {}
         self._latest: dict[str, ModelVersion] = {}
         self._states: dict[str, RepositoryEntry] = {}
+        # Models this engine was asked to serve (at start, or by load_model) and not unloaded
+        # since: one of them that is UNAVAILABLE failed to load.
+        self._wanted: set[str] = set()
         self._closing = False
         if model_control == "explicit":
             names = list(startup_models or [])
@@ -155,6 +159,10 @@ class Engine:
         state = self._states.get(model)
         if state is not None:
             reason = f": {state.reason}" if state.reason else ""
+            if state.state == "UNAVAILABLE" and model in self._wanted:
+                return ModelUnavailable(
+                    f"model {model!r} is not ready (UNAVAILABLE): it failed to load{reason}"
+                )
             return ModelNotReady(f"model {model!r} is not ready ({state.state}){reason}")
         if model in self.repository.model_names():
             return ModelNotReady(f"model {model!r} is not ready: not loaded")
@@ -213,13 +221,15 @@ class Engine:
         self._load(name)
         state = self._states.get(name)
         if state is not None and state.state != "READY":
-            raise ModelNotReady(f"model {name!r} failed to load: {state.reason}")
+            raise ModelUnavailable(f"model {name!r} failed to load: {state.reason}")
 
     def unload_model(self, name: str) -> None:
         """Stop taking requests for ``name``, finish the ones it holds, then release it."""
         self._require_model_control()
         if name not in self._states and name not in self.repository.model_names():
             raise ModelNotFound(f"model {name!r} is not in the repository")
+        with self._lock:
+            self._wanted.discard(name)
         self._stop(name, "unloaded")
 
     def _require_model_control(self) -> None:
@@ -237,13 +247,16 @@ class Engine:
             self._stop(name, "removed from the repository")
             with self._lock:
                 self._states.pop(name, None)
+                self._wanted.discard(name)
             raise
         except ConveyorError as exc:
             log.error("model %r not loaded: %s", name, exc.message)
             with self._lock:
+                self._wanted.add(name)
                 self._states[name] = RepositoryEntry(name, "", "UNAVAILABLE", exc.message)
             return
         with self._lock:
+            self._wanted.add(name)
             self._states[name] = RepositoryEntry(name, "", "LOADING")
         loaded: dict[int, ModelVersion] = {}
         reason = ""
@@ -297,6 +310,16 @@ class Engine:
             return False
         with self._lock:
             return all(entry.state != "LOADING" for entry in self._states.values())
+
+    def failed_models(self) -> list[RepositoryEntry]:
+        """The models this engine was asked to serve (at start, or by ``load_model``, and not
+        unloaded since) that failed to load: no version of theirs is running."""
+        with self._lock:
+            return [
+                entry
+                for name, entry in sorted(self._states.items())
+                if name in self._wanted and entry.state == "UNAVAILABLE"
+            ]
 
     def statistics(
         self, name: str | None = None, version: int | str | None = None
