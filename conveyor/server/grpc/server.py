@@ -1,25 +1,20 @@
 """Build, start and stop the gRPC server on the running asyncio loop.
 
-The server shares the loop (and so the process and the engine) with the HTTP front end;
+The server shares the loop (and so the process and the data plane) with the HTTP front end;
 ``grpc.aio`` runs its I/O through that loop, so no thread of ours waits on a socket.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 import grpc
 
-from conveyor.engine import Engine
 from conveyor.server.auth import BearerAuth
+from conveyor.server.dataplane import DataPlane
 from conveyor.server.grpc.auth import TokenInterceptor
 from conveyor.server.grpc.service import generic_handler
 from conveyor.server.grpc.servicer import InferenceServicer
-
-if TYPE_CHECKING:
-    from conveyor.server.metrics import LatencyHistograms
 
 log = logging.getLogger("conveyor.server.grpc")
 
@@ -28,29 +23,21 @@ DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 
 
 async def start_grpc_server(
-    engine: Engine | Callable[[], Engine | None],
+    servicer: InferenceServicer,
     host: str,
     port: int,
     *,
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-    histograms: LatencyHistograms | None = None,
     auth: BearerAuth | None = None,
     tls: tuple[str, str] | None = None,
-    servicer: InferenceServicer | None = None,
 ) -> grpc.aio.Server:
-    """Serve ``inference.GRPCInferenceService`` for ``engine`` on ``host:port``; return the server.
+    """Serve ``inference.GRPCInferenceService`` through ``servicer`` on ``host:port``.
 
-    ``engine`` may be a function returning the engine, or None while the models still load
-    (the server binds its ports first). Messages larger than ``max_message_bytes`` either
-    way are refused by gRPC itself (RESOURCE_EXHAUSTED) before any of it is parsed. With
-    ``auth``, calls other than ServerLive/ServerReady need the bearer token; with ``tls``
-    (certificate file, key file) the port speaks TLS only. ``servicer``: one made by the
-    caller (to end its streams on drain); by default one is made here. Raises OSError if
-    the port is taken.
+    Messages larger than ``max_message_bytes`` either way are refused by gRPC itself
+    (RESOURCE_EXHAUSTED) before any of it is parsed. With ``auth``, calls other than
+    ServerLive/ServerReady need the bearer token; with ``tls`` (certificate file, key file)
+    the port speaks TLS only. Returns the started server; raises OSError if the port is taken.
     """
-    if servicer is None:
-        get_engine = engine if callable(engine) else (lambda: engine)
-        servicer = InferenceServicer(get_engine, histograms=histograms)
     server = grpc.aio.server(
         interceptors=[TokenInterceptor(auth)] if auth is not None else None,
         options=[
@@ -94,22 +81,20 @@ class GRPCFrontEnd:
 
     def __init__(
         self,
-        engine: Callable[[], Engine | None],
+        data: DataPlane,
         host: str,
         port: int,
         *,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-        histograms: LatencyHistograms | None = None,
         auth: BearerAuth | None = None,
         tls: tuple[str, str] | None = None,
     ) -> None:
         self._auth = auth
         self._tls = tls
-        self._engine = engine
+        self._data = data
         self._host = host
         self._port = port
         self._max_message_bytes = max_message_bytes
-        self._histograms = histograms
         self._server: grpc.aio.Server | None = None
         self._servicer: InferenceServicer | None = None
 
@@ -119,16 +104,15 @@ class GRPCFrontEnd:
         return f"grpc://{host}:{self._port}"
 
     async def start(self) -> None:
-        self._servicer = InferenceServicer(self._engine, histograms=self._histograms)
+        # Kept, so a drain can end its open streams.
+        self._servicer = InferenceServicer(self._data)
         self._server = await start_grpc_server(
-            self._engine,
+            self._servicer,
             self._host,
             self._port,
             max_message_bytes=self._max_message_bytes,
-            histograms=self._histograms,
             auth=self._auth,
             tls=self._tls,
-            servicer=self._servicer,
         )
         log.info("%s listening on %s", self.name, self.url)
 
