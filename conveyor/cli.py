@@ -10,13 +10,20 @@ from collections.abc import Sequence
 
 
 def _models(args: argparse.Namespace) -> int:
-    """Load every model of the repository, run each once, and print what it serves."""
+    """Load every model of the repository, run each once, and print what it serves.
+
+    Exits 1 when any model is not READY (e.g. it failed to load), so a script or CI step
+    can check a repository with it.
+    """
     import numpy as np
 
     from conveyor.engine import Engine
 
+    unavailable: list[str] = []
     with Engine.from_repository(args.repository) as engine:
         for entry in engine.repository_index():
+            if entry.state != "READY":
+                unavailable.append(entry.name)
             print(
                 f"{entry.name:<16} {entry.state:<12} version {entry.version or '-':<4} "
                 f"{entry.reason}"
@@ -38,6 +45,10 @@ def _models(args: argparse.Namespace) -> int:
                 outputs = engine.submit(entry.name, inputs).result(timeout=30)
                 for name, value in outputs.items():
                     print(f"    ran:   {name} = {np.array2string(value.ravel()[:4])}...")
+    if unavailable:
+        names = ", ".join(dict.fromkeys(unavailable))
+        print(f"conveyor models: not every model is available: {names}", file=sys.stderr)
+        return 1
     return 0
 
 
