@@ -49,12 +49,14 @@ VARIANTS = (
 def serve(variant: str, port: int, model: str) -> None:
     from conveyor import __version__
     from conveyor.engine import Engine
+    from conveyor.server.dataplane import DataPlane
     from conveyor.server.http.routes import V2Routes
     from conveyor.server.metrics import LatencyHistograms
-    from conveyor.server.state import ServerState
 
     engine = Engine.from_repository(None, model_control="explicit", startup_models=[model])
-    routes = V2Routes(ServerState(engine), version=__version__, histograms=LatencyHistograms())
+    data = DataPlane(version=__version__, histograms=LatencyHistograms())
+    data.engine = engine
+    routes = V2Routes(data)
     loop_factory = None
     if variant.endswith("uvloop"):
         import uvloop

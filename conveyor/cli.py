@@ -25,7 +25,11 @@ LOG_LEVEL_HELP = "debug, info, warning, error (default: info for serve, else war
 
 
 def _models(args: argparse.Namespace) -> int:
-    """Load every model of the repository, run each once, and print what it serves."""
+    """Load every model of the repository, run each once, and print what it serves.
+
+    Exits 1 when any model is not READY (e.g. it failed to load), so a script or CI step
+    can check a repository with it.
+    """
     import numpy as np
 
     from conveyor.engine import Engine, ModelState
@@ -36,8 +40,11 @@ def _models(args: argparse.Namespace) -> int:
     except ConveyorError as exc:
         print(f"conveyor models: {exc.message}", file=sys.stderr)
         return 2
+    unavailable: list[str] = []
     with engine:
         for entry in engine.repository_index():
+            if entry.state != "READY":
+                unavailable.append(entry.name)
             print(
                 f"{entry.name:<16} {entry.state:<12} version {entry.version or '-':<4} "
                 f"{entry.reason}"
@@ -59,6 +66,10 @@ def _models(args: argparse.Namespace) -> int:
                 outputs = engine.submit(entry.name, inputs).result(timeout=30)
                 for name, value in outputs.items():
                     print(f"    ran:   {name} = {np.array2string(value.ravel()[:4])}...")
+    if unavailable:
+        names = ", ".join(dict.fromkeys(unavailable))
+        print(f"conveyor models: not every model is available: {names}", file=sys.stderr)
+        return 1
     return 0
 
 

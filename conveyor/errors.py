@@ -4,7 +4,9 @@
     ├── InvalidInput            a request that does not fit the model or the protocol
     ├── ModelNotFound           no such model or version in the repository
     ├── ModelNotReady           the model exists but is not loaded (yet, or any more), or
-    │                           every instance is stuck past its execution_timeout_s
+    │   │                       every instance is stuck past its execution_timeout_s
+    │   └── ModelUnavailable    it failed to load: retrying will not help until it is fixed
+    │                           and loaded again (a client error, as Triton answers it)
     ├── Unavailable             the server cannot take the request now; retrying later may work
     │   ├── QueueFull           the model's bounded queue is full
     │   └── ShuttingDown        the engine is draining and takes no new work
@@ -17,7 +19,8 @@
     └── Unsupported             a feature this server does not offer
 
 Each class carries a :class:`ErrorKind`; the HTTP and gRPC front ends map the kind to a
-status code at the edge, so nothing below them knows about either protocol.
+status code at the edge, so nothing below them knows about either protocol. The clients go
+the other way with :func:`error_for_kind`: the kind a server reports -> the class to raise.
 """
 
 from __future__ import annotations
@@ -68,6 +71,13 @@ class ModelNotReady(ConveyorError):
     kind = ErrorKind.UNAVAILABLE
 
 
+class ModelUnavailable(ModelNotReady):
+    """The model failed to load; the message says why. Not transient, so not UNAVAILABLE:
+    like Triton, the server answers it 400 / INVALID_ARGUMENT."""
+
+    kind = ErrorKind.INVALID_ARGUMENT
+
+
 class Unavailable(ConveyorError):
     kind = ErrorKind.UNAVAILABLE
 
@@ -104,3 +114,23 @@ class Unauthenticated(ConveyorError):
 
 class Unsupported(ConveyorError):
     kind = ErrorKind.UNIMPLEMENTED
+
+
+# What a client raises for a failure a server reported as ``kind``: the most general class
+# of that kind, since the wire carries only the kind (and the message says the rest).
+_RAISED_FOR_KIND: dict[ErrorKind, type[ConveyorError]] = {
+    ErrorKind.INVALID_ARGUMENT: InvalidInput,
+    ErrorKind.FAILED_PRECONDITION: InvalidInput,
+    ErrorKind.NOT_FOUND: ModelNotFound,
+    ErrorKind.UNAVAILABLE: Unavailable,
+    ErrorKind.DEADLINE_EXCEEDED: DeadlineExceeded,
+    ErrorKind.CANCELLED: Cancelled,
+    ErrorKind.INTERNAL: ModelError,
+    ErrorKind.UNAUTHENTICATED: Unauthenticated,
+    ErrorKind.UNIMPLEMENTED: Unsupported,
+}
+
+
+def error_for_kind(kind: ErrorKind) -> type[ConveyorError]:
+    """The error class a client raises for a failure of ``kind`` (one for every kind)."""
+    return _RAISED_FOR_KIND[kind]

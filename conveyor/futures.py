@@ -32,6 +32,11 @@ class InferFuture(concurrent.futures.Future[Outputs]):
     """
 
     request_id: str | None = None
+    # The model and version serving the request, as the engine resolved them when it was
+    # submitted (the version as V2 writes it, a string): a response names them without the
+    # caller looking the model up again.
+    model_name: str | None = None
+    model_version: str | None = None
     completion_seq: int = -1
 
     # Stamped under the future's own lock: a second answer (an instance thread returning

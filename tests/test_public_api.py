@@ -31,6 +31,7 @@ EXPECTED = {
     "ModelNotReady",
     "ModelState",
     "ModelStatistics",
+    "ModelUnavailable",
     "QueueFull",
     "RepositoryEntry",
     "RepositoryError",

@@ -26,17 +26,7 @@ import grpc
 import numpy as np
 
 from conveyor.client._base import DEFAULT_CALL_TIMEOUT_S, BaseClient
-from conveyor.errors import (
-    Cancelled,
-    ConveyorError,
-    DeadlineExceeded,
-    InvalidInput,
-    ModelError,
-    ModelNotFound,
-    Unauthenticated,
-    Unavailable,
-    Unsupported,
-)
+from conveyor.errors import ConveyorError, ErrorKind, InvalidInput, Unavailable, error_for_kind
 from conveyor.futures import InferFuture, Outputs
 from conveyor.protocol.grpc import converters, wire
 from conveyor.protocol.grpc._generated import grpc_service_pb2 as pb
@@ -44,19 +34,13 @@ from conveyor.protocol.grpc.methods import METHODS
 from conveyor.protocol.limits import DEFAULT_MAX_MESSAGE_BYTES
 from conveyor.protocol.parameters import wire_priority, wire_timeout
 
-# The server's status -> the error raised here (the reverse of the server's edge mapping).
+# The server's status -> the error raised here (the reverse of the server's edge mapping;
+# each ErrorKind is named after the gRPC status it stands for).
 _ERRORS: dict[grpc.StatusCode, type[ConveyorError]] = {
-    grpc.StatusCode.INVALID_ARGUMENT: InvalidInput,
-    grpc.StatusCode.NOT_FOUND: ModelNotFound,
-    grpc.StatusCode.UNAVAILABLE: Unavailable,
-    grpc.StatusCode.DEADLINE_EXCEEDED: DeadlineExceeded,
-    grpc.StatusCode.CANCELLED: Cancelled,
-    grpc.StatusCode.INTERNAL: ModelError,
-    grpc.StatusCode.UNAUTHENTICATED: Unauthenticated,
-    grpc.StatusCode.UNIMPLEMENTED: Unsupported,
-    # A message over a size limit, the client's or the server's.
-    grpc.StatusCode.RESOURCE_EXHAUSTED: InvalidInput,
+    grpc.StatusCode[kind.name]: error_for_kind(kind) for kind in ErrorKind
 }
+# A message over a size limit, the client's or the server's.
+_ERRORS[grpc.StatusCode.RESOURCE_EXHAUSTED] = InvalidInput
 
 
 def error_from_rpc(error: grpc.aio.AioRpcError) -> ConveyorError:

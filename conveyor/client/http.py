@@ -11,16 +11,14 @@ import numpy as np
 
 from conveyor.client._base import DEFAULT_CALL_TIMEOUT_S, BaseClient
 from conveyor.errors import (
-    Cancelled,
     ConveyorError,
-    DeadlineExceeded,
     ErrorKind,
     InvalidInput,
     ModelError,
     ModelNotFound,
     Unauthenticated,
     Unavailable,
-    Unsupported,
+    error_for_kind,
 )
 from conveyor.futures import Outputs
 from conveyor.protocol import infer
@@ -28,17 +26,7 @@ from conveyor.protocol.binary import HEADER_LENGTH_HEADER
 from conveyor.protocol.json_codec import loads
 
 # The error kind our server names in its error body -> the error raised here.
-_BY_KIND: dict[str, type[ConveyorError]] = {
-    ErrorKind.INVALID_ARGUMENT.value: InvalidInput,
-    ErrorKind.FAILED_PRECONDITION.value: InvalidInput,
-    ErrorKind.NOT_FOUND.value: ModelNotFound,
-    ErrorKind.UNAVAILABLE.value: Unavailable,
-    ErrorKind.DEADLINE_EXCEEDED.value: DeadlineExceeded,
-    ErrorKind.CANCELLED.value: Cancelled,
-    ErrorKind.INTERNAL.value: ModelError,
-    ErrorKind.UNAUTHENTICATED.value: Unauthenticated,
-    ErrorKind.UNIMPLEMENTED.value: Unsupported,
-}
+_BY_KIND: dict[str, type[ConveyorError]] = {kind.value: error_for_kind(kind) for kind in ErrorKind}
 # Other V2 servers send only a message: go by the status.
 _BY_STATUS: dict[int, type[ConveyorError]] = {
     400: InvalidInput,

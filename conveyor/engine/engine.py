@@ -24,6 +24,7 @@ from conveyor.errors import (
     InvalidInput,
     ModelNotFound,
     ModelNotReady,
+    ModelUnavailable,
     ShuttingDown,
     Unsupported,
 )
@@ -109,6 +110,9 @@ class Engine:
         self._running: dict[str, dict[int, ModelVersion]] = {}
         self._latest: dict[str, ModelVersion] = {}
         self._states: dict[str, _Status] = {}
+        # Models this engine was asked to serve (at start, or by load_model) and not unloaded
+        # since: one of them that is UNAVAILABLE failed to load.
+        self._wanted: set[str] = set()
         self._closing = False
         if self.model_control is ModelControl.EXPLICIT:
             names = list(startup_models or [])
@@ -189,6 +193,10 @@ class Engine:
         status = self._states.get(model)
         if status is not None:
             reason = f": {status.reason}" if status.reason else ""
+            if status.state is ModelState.UNAVAILABLE and model in self._wanted:
+                return ModelUnavailable(
+                    f"model {model!r} is not ready (UNAVAILABLE): it failed to load{reason}"
+                )
             return ModelNotReady(f"model {model!r} is not ready ({status.state}){reason}")
         if model in self.repository.model_names():
             return ModelNotReady(f"model {model!r} is not ready: not loaded")
@@ -249,13 +257,15 @@ class Engine:
         self._load(name)
         status = self._states.get(name)
         if status is not None and status.state is not ModelState.READY:
-            raise ModelNotReady(f"model {name!r} failed to load: {status.reason}")
+            raise ModelUnavailable(f"model {name!r} failed to load: {status.reason}")
 
     def unload_model(self, name: str) -> None:
         """Stop taking requests for ``name``, finish the ones it holds, then release it."""
         self._require_model_control()
         if name not in self._states and name not in self.repository.model_names():
             raise ModelNotFound(f"model {name!r} is not in the repository")
+        with self._lock:
+            self._wanted.discard(name)
         self._stop(name, "unloaded")
 
     def _require_model_control(self) -> None:
@@ -273,13 +283,16 @@ class Engine:
             self._stop(name, "removed from the repository")
             with self._lock:
                 self._states.pop(name, None)
+                self._wanted.discard(name)
             raise
         except ConveyorError as exc:
             log.error("model %r not loaded: %s", name, exc.message)
             with self._lock:
+                self._wanted.add(name)
                 self._states[name] = _Status(ModelState.UNAVAILABLE, reason=exc.message)
             return
         with self._lock:
+            self._wanted.add(name)
             self._states[name] = _Status(ModelState.LOADING)
         for warning in model_warnings(name, source.path, source.config):
             log.warning("%s", warning)
@@ -339,6 +352,16 @@ class Engine:
             return False
         with self._lock:
             return all(status.state is not ModelState.LOADING for status in self._states.values())
+
+    def failed_models(self) -> list[RepositoryEntry]:
+        """The models this engine was asked to serve (at start, or by ``load_model``, and not
+        unloaded since) that failed to load: no version of theirs is running."""
+        with self._lock:
+            return [
+                RepositoryEntry(name, "", status.state, status.reason)
+                for name, status in sorted(self._states.items())
+                if name in self._wanted and status.state is ModelState.UNAVAILABLE
+            ]
 
     def statistics(
         self, name: str | None = None, version: int | str | None = None

@@ -48,6 +48,7 @@ class ModelVersion:
             config, loaded, count = _load_in_this_process(config, version_dir)
         self.name = config.name
         self.version = version
+        self.version_label = str(version)  # as V2 responses name it; made once, not per request
         self.config = config
         self.platform = platform(config.backend)
         self.loaded_copies = len(loaded)
@@ -110,6 +111,8 @@ class ModelVersion:
             raise InvalidInput(f"timeout must be >= 0 seconds, got {timeout}")
         future = InferFuture()
         future.request_id = request_id
+        future.model_name = self.name
+        future.model_version = self.version_label
         batch_key: tuple[object, ...] = ()
         if self._policy is not None:
             batch_key = tuple((name, arrays[name].shape[1:]) for name in sorted(arrays))

@@ -22,6 +22,7 @@ from collections.abc import Callable
 
 from conveyor.engine import Engine
 from conveyor.server.auth import BearerAuth
+from conveyor.server.dataplane import DataPlane
 from conveyor.server.frontend import FrontEnd
 from conveyor.server.grpc.server import GRPCFrontEnd
 from conveyor.server.http.connection import HTTPToolsFrontEnd
@@ -29,7 +30,6 @@ from conveyor.server.http.routes import V2Routes
 from conveyor.server.metrics import LatencyHistograms
 from conveyor.server.metrics_port import metrics_front_end
 from conveyor.server.settings import Settings
-from conveyor.server.state import ServerState
 from conveyor.server.tls import server_context
 
 log = logging.getLogger("conveyor.server")
@@ -46,12 +46,17 @@ class Server:
         from conveyor import __version__
 
         self.settings = settings
-        self.state = ServerState()  # the engine (once loaded) and readiness, for every front end
         self.started = False
         self.should_exit = False
         self.force_exit = False
         self.histograms = LatencyHistograms()
-        self.routes = V2Routes(self.state, version=__version__, histograms=self.histograms)
+        # The engine (once loaded), readiness and every answer, shared by every front end.
+        self.data_plane = DataPlane(
+            version=__version__,
+            strict_readiness=settings.strict_readiness,
+            histograms=self.histograms,
+        )
+        self.routes = V2Routes(self.data_plane)
         self.front_ends: list[FrontEnd] = []
         self._engine_factory = engine_factory or self._engine_from_settings
         self._wake: asyncio.Event | None = None
@@ -115,11 +120,10 @@ class Server:
         ]
         front_ends.append(
             GRPCFrontEnd(
-                lambda: self.state.engine,
+                self.data_plane,
                 s.host,
                 s.grpc_port,
                 max_message_bytes=s.grpc_max_message_bytes,
-                histograms=self.histograms,
                 auth=auth,
                 tls=tls,
             )
@@ -127,7 +131,7 @@ class Server:
         if s.metrics:
             front_ends.append(
                 metrics_front_end(
-                    lambda: self.state.engine,
+                    lambda: self.data_plane.engine,
                     self.histograms,
                     s.host,
                     s.metrics_port,
@@ -149,7 +153,7 @@ class Server:
         loop = asyncio.get_running_loop()
         # Loading models blocks for seconds: on a worker thread, while /v2/health/live answers.
         engine = await loop.run_in_executor(None, self._engine_factory)
-        self.state.engine = engine
+        self.data_plane.engine = engine
         names = ", ".join(engine.model_names()) or "none"
         log.info("ready: serving %s", names)
 
@@ -165,14 +169,15 @@ class Server:
 
     async def shutdown(self) -> None:
         """Stop accepting, finish and answer admitted requests, close the engine."""
-        self.state.draining = True
+        self.data_plane.draining = True
         timeout = 0.0 if self.force_exit else self.settings.drain_timeout
         serving = [f for f in self.front_ends if f.name != "metrics"]
         # Metrics keep answering until the end, so a scrape can watch the drain.
         await asyncio.gather(*(f.stop(timeout) for f in serving), return_exceptions=True)
-        if self.state.engine is not None:
+        engine = self.data_plane.engine
+        if engine is not None:
             loop = asyncio.get_running_loop()
-            await loop.run_in_executor(None, self.state.engine.close, timeout)
+            await loop.run_in_executor(None, engine.close, timeout)
         for front_end in self.front_ends:
             if front_end not in serving:
                 with contextlib.suppress(Exception):

@@ -69,6 +69,15 @@ class Settings:
             "with --model-control explicit: a model to load at start (repeat for more)"
         ),
     )
+    strict_readiness: bool = dataclasses.field(
+        default=True,
+        metadata=_option(
+            "as Triton's --strict-readiness: /v2/health/ready (and gRPC ServerReady) answer "
+            "not ready while any model the server was asked to load is not READY (e.g. it "
+            "failed to load); with --no-strict-readiness a failed model leaves the server "
+            "ready (the model's own readiness stays false)"
+        ),
+    )
     max_body_bytes: int = dataclasses.field(
         default=DEFAULT_MAX_MESSAGE_BYTES,
         metadata=_option(

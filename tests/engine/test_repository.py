@@ -51,6 +51,11 @@ def test_latest_version_is_served_by_default_and_versions_select_more(repo):
         ]
         x = {"INPUT0": np.zeros((1, 16), np.float32)}
         assert engine.submit("tiny", x, version=1).result(5)["OUTPUT0"][0, 0] == 1.0
+        # The future names the version serving it, so no caller looks the model up first.
+        latest, first = engine.submit("tiny", x), engine.submit("tiny", x, version="1")
+        assert (latest.model_name, latest.model_version) == ("tiny", "3")
+        assert (first.model_name, first.model_version) == ("tiny", "1")
+        latest.result(5), first.result(5)
         with pytest.raises(conveyor.ModelNotFound, match="no version 2"):
             engine.submit("tiny", x, version=2)
 
@@ -112,6 +117,12 @@ def test_a_bad_model_does_not_stop_the_others(repo):
             assert index[name].state == "UNAVAILABLE"
             with pytest.raises(conveyor.ModelNotReady, match=f"model '{name}' is not ready"):
                 engine.submit(name, {})
+            # Failed to load: not transient, so a client error (400), not Unavailable (503).
+            with pytest.raises(conveyor.ModelUnavailable, match="failed to load") as caught:
+                engine.submit(name, {})
+            assert caught.value.kind is conveyor.ErrorKind.INVALID_ARGUMENT
+            assert index[name].reason in caught.value.message
+        assert [e.name for e in engine.failed_models()] == ["broken", "raises", "typo"]
         out = engine.submit("good", {"INPUT0": np.zeros((1, 16), np.float32)}).result(5)
         assert out["OUTPUT0"][0, 0] == 1.0
 
@@ -138,17 +149,20 @@ def test_explicit_model_control_loads_and_unloads(repo):
         repo.path, model_control="explicit", startup_models=["sleep"]
     ) as engine:
         assert engine.model_names() == ["sleep"]
-        with pytest.raises(conveyor.ModelNotReady, match="not loaded"):
+        with pytest.raises(conveyor.ModelNotReady, match="not loaded") as caught:
             engine.submit("tiny", {"INPUT0": np.zeros((1, 16), np.float32)})
+        assert not isinstance(caught.value, conveyor.ModelUnavailable)  # never asked to load
         engine.load_model("tiny")
         assert engine.model_names() == ["sleep", "tiny"]
         in_flight = engine.submit("sleep", {"INPUT0": np.array([0.3], np.float32)})
         engine.unload_model("sleep")  # finishes what it holds first
         assert in_flight.done() and in_flight.exception() is None
-        with pytest.raises(conveyor.ModelNotReady, match="unloaded"):
+        with pytest.raises(conveyor.ModelNotReady, match="unloaded") as caught:
             engine.submit("sleep", {"INPUT0": np.array([0.0], np.float32)})
+        assert not isinstance(caught.value, conveyor.ModelUnavailable)  # unloaded, not failed
         index = {entry.name: entry.state for entry in engine.repository_index()}
         assert index == {"sleep": "UNAVAILABLE", "tiny": "READY"}
+        assert engine.failed_models() == []  # an unloaded model did not fail
 
 
 def test_model_control_is_off_by_default(repo):

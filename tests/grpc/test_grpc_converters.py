@@ -9,7 +9,7 @@ import pytest
 from conveyor.errors import ErrorKind, InvalidInput, Unsupported
 from conveyor.protocol.grpc import converters
 from conveyor.protocol.grpc._generated import grpc_service_pb2 as pb
-from conveyor.server.grpc.servicer import status_code
+from conveyor.server.grpc.errors import status_code
 
 
 def request_with(data: np.ndarray, datatype: str = "FP32") -> pb.ModelInferRequest:

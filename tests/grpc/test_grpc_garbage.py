@@ -14,6 +14,7 @@ from google.protobuf.message import DecodeError
 
 from conveyor.protocol.grpc._generated import grpc_service_pb2 as pb
 from conveyor.protocol.grpc.methods import METHODS
+from conveyor.server.dataplane import DataPlane
 from conveyor.server.grpc.servicer import InferenceServicer
 
 TIMEOUT = 10  # seconds, every call
@@ -59,7 +60,7 @@ GOOD: dict[str, tuple[Any, str]] = {
     },
 }
 
-REGISTERED = set(InferenceServicer(lambda: None).implementations())
+REGISTERED = set(InferenceServicer(DataPlane(version="test")).implementations())
 UNARY = [name for name, m in METHODS.items() if not (m.client_streaming or m.server_streaming)]
 
 

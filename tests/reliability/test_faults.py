@@ -98,7 +98,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
         f'instance_kind = "process"\nexecution_timeout_s = {TIMEOUT_S}\n{hang_proc}',
     )
     python_model(root, "broken", BROKEN_MODEL, FAULTY_CONFIG)
-    with run_server(root) as running:
+    # Relaxed readiness: a model that fails to load must leave the server ready here (strict
+    # readiness, the default, is tested in tests/server/test_readiness.py).
+    with run_server(root, extra_args=["--no-strict-readiness"]) as running:
         yield running
         assert running.process.poll() is None, running.output()
 
@@ -217,7 +219,8 @@ def test_a_model_that_fails_to_load_leaves_the_others_serving(server: RunningSer
     assert http_get(server, "/v2/health/ready") == 200
     assert http_get(server, "/v2/models/broken/ready") == 400
     status, answer = http_post(server, "broken", {"inputs": []})
-    assert status == 503, answer
+    # 400, as Triton: a model that failed to load will not serve if retried (503 would say so)
+    assert status == 400, answer
     assert "weights.bin is missing" in answer["error"]
     with httpclient.InferenceServerClient(f"127.0.0.1:{server.http_port}") as client:
         assert client.is_model_ready("tiny") is True

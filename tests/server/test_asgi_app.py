@@ -21,9 +21,9 @@ import tritonclient.http as httpclient
 from conveyor import __version__
 from conveyor.engine import Engine
 from conveyor.server.auth import BearerAuth
+from conveyor.server.dataplane import DataPlane
 from conveyor.server.http.asgi import ASGIApp
 from conveyor.server.http.routes import V2Routes
-from conveyor.server.state import ServerState
 
 LIMIT = 64 * 1024  # max_body_bytes here
 TOKEN = "s3cret-token"
@@ -37,7 +37,7 @@ Response = tuple[int, dict[bytes, bytes], bytes]
 def routes(repository: Path) -> Iterator[V2Routes]:
     engine = Engine.from_repository(repository, model_control="explicit", startup_models=["tiny"])
     try:
-        yield V2Routes(ServerState(engine), version=__version__)
+        yield V2Routes(DataPlane(engine, version=__version__))
     finally:
         engine.close(5)
 

@@ -1,26 +1,21 @@
 """Build, start and stop the gRPC server on the running asyncio loop.
 
-The server shares the loop (and so the process and the engine) with the HTTP front end;
+The server shares the loop (and so the process and the data plane) with the HTTP front end;
 ``grpc.aio`` runs its I/O through that loop, so no thread of ours waits on a socket.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 import grpc
 
-from conveyor.engine import Engine
 from conveyor.protocol.limits import DEFAULT_MAX_MESSAGE_BYTES
 from conveyor.server.auth import BearerAuth
+from conveyor.server.dataplane import DataPlane
 from conveyor.server.grpc.auth import TokenInterceptor
 from conveyor.server.grpc.service import generic_handler
 from conveyor.server.grpc.servicer import InferenceServicer
-
-if TYPE_CHECKING:
-    from conveyor.server.metrics import LatencyHistograms
 
 log = logging.getLogger("conveyor.server.grpc")
 
@@ -84,22 +79,20 @@ class GRPCFrontEnd:
 
     def __init__(
         self,
-        engine: Callable[[], Engine | None],
+        data: DataPlane,
         host: str,
         port: int,
         *,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-        histograms: LatencyHistograms | None = None,
         auth: BearerAuth | None = None,
         tls: tuple[str, str] | None = None,
     ) -> None:
         self._auth = auth
         self._tls = tls
-        self._engine = engine
+        self._data = data
         self._host = host
         self._port = port
         self._max_message_bytes = max_message_bytes
-        self._histograms = histograms
         self._server: grpc.aio.Server | None = None
         self._servicer: InferenceServicer | None = None
 
@@ -109,7 +102,8 @@ class GRPCFrontEnd:
         return f"grpc://{host}:{self._port}"
 
     async def start(self) -> None:
-        self._servicer = InferenceServicer(self._engine, histograms=self._histograms)
+        # Kept, so a drain can end its open streams.
+        self._servicer = InferenceServicer(self._data)
         self._server = await start_grpc_server(
             self._servicer,
             self._host,

@@ -1,88 +1,50 @@
-"""The ``inference.GRPCInferenceService`` methods: parse, call the engine, answer. Nothing else.
+"""The ``inference.GRPCInferenceService`` methods: translate messages to data-plane calls.
 
-Every method runs on the server's asyncio loop and never blocks it: inference is
-``engine.submit`` (returns at once) and ``await future``; loading and unloading models run in
-the loop's executor. Errors are ConveyorErrors up to :func:`status_code`, the one place a
-kind becomes a gRPC status.
+Each method parses its request, calls :class:`~conveyor.server.dataplane.DataPlane` and
+builds the response; the data plane decides every answer, ``errors.py`` maps what it raises
+to a status. Every method runs on the server's asyncio loop and never blocks it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import grpc
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError, Message
 
-from conveyor import __version__
-from conveyor.engine import Engine, ModelState
-from conveyor.errors import (
-    Cancelled,
-    ConveyorError,
-    DeadlineExceeded,
-    ErrorKind,
-    InvalidInput,
-    Unavailable,
-)
+from conveyor.errors import Cancelled, ConveyorError, InvalidInput
 from conveyor.futures import InferFuture
-from conveyor.protocol import metadata
 from conveyor.protocol.grpc import converters, wire
 from conveyor.protocol.grpc._generated import grpc_service_pb2 as pb
 from conveyor.protocol.grpc._generated import model_config_pb2
+from conveyor.server.grpc.errors import (
+    Context,
+    abort,
+    answering_errors,
+    as_conveyor_error,
+    details,
+    status_code,
+)
 from conveyor.server.grpc.service import unparseable
 
 if TYPE_CHECKING:
-    from conveyor.server.metrics import LatencyHistograms
+    from conveyor.server.dataplane import DataPlane
 
-log = logging.getLogger("conveyor.server.grpc")
-
-Context = grpc.aio.ServicerContext
 R = TypeVar("R", bound=Message)
 
 # Put on an open stream's answer queue when the server starts draining.
 _DRAIN = object()
 
-_STATUS = {
-    ErrorKind.INVALID_ARGUMENT: grpc.StatusCode.INVALID_ARGUMENT,
-    ErrorKind.NOT_FOUND: grpc.StatusCode.NOT_FOUND,
-    ErrorKind.UNAVAILABLE: grpc.StatusCode.UNAVAILABLE,
-    ErrorKind.DEADLINE_EXCEEDED: grpc.StatusCode.DEADLINE_EXCEEDED,
-    ErrorKind.CANCELLED: grpc.StatusCode.CANCELLED,
-    ErrorKind.INTERNAL: grpc.StatusCode.INTERNAL,
-    ErrorKind.UNAUTHENTICATED: grpc.StatusCode.UNAUTHENTICATED,
-    ErrorKind.UNIMPLEMENTED: grpc.StatusCode.UNIMPLEMENTED,
-    ErrorKind.FAILED_PRECONDITION: grpc.StatusCode.FAILED_PRECONDITION,
-}
-
-
-def status_code(kind: ErrorKind) -> grpc.StatusCode:
-    """The gRPC status for an error kind (queue full and shutting down are UNAVAILABLE)."""
-    return _STATUS[kind]
-
-
-def _unexpected(exc: BaseException, what: str) -> ConveyorError:
-    """A bug, not a bad request: logged with its traceback, answered INTERNAL."""
-    log.error("gRPC %s failed unexpectedly", what, exc_info=exc)
-    return ConveyorError(f"{what} failed: {type(exc).__name__}: {exc}")
-
 
 class InferenceServicer:
-    """The service's methods over one engine; see :meth:`implementations`."""
+    """The service's methods over one data plane; see :meth:`implementations`."""
 
-    def __init__(
-        self,
-        engine: Callable[[], Engine | None],
-        *,
-        histograms: LatencyHistograms | None = None,
-    ) -> None:
-        # The server starts its front ends before the models load: until then there is no
-        # engine, and every call but the health checks answers UNAVAILABLE.
-        self._get_engine = engine
-        self._histograms = histograms
+    def __init__(self, data: DataPlane) -> None:
+        self.data = data
         self._clock = time.perf_counter
         # Each open ModelStreamInfer's answer queue, so a drain can end the idle ones.
         self._streams: set[asyncio.Queue[Any]] = set()
@@ -97,13 +59,6 @@ class InferenceServicer:
         self._draining = True
         for answers in self._streams:
             answers.put_nowait(_DRAIN)
-
-    @property
-    def _engine(self) -> Engine:
-        engine = self._get_engine()
-        if engine is None:
-            raise Unavailable("the server is starting: models are still loading")
-        return engine
 
     def implementations(self) -> dict[str, Callable[..., Any]]:
         """Method name -> handler, for :func:`conveyor.server.grpc.service.generic_handler`."""
@@ -134,12 +89,13 @@ class InferenceServicer:
         }
 
     async def ModelInfer(self, received: Received | InvalidInput, context: Context) -> Any:
+        # Not @answering_errors: the hot path keeps its one try block.
         started = self._clock()
         try:
             if isinstance(received, InvalidInput):
                 raise received  # the message itself could not be parsed
             call = converters.infer_call(*received)
-            future, version = self._submit(call, context)
+            future = self._submit(call, context)
             try:
                 outputs = await future
             except asyncio.CancelledError:
@@ -147,36 +103,23 @@ class InferenceServicer:
                 future.cancel()
                 raise
             response = converters.infer_response_bytes(
-                call.model, version, call.request_id, outputs
+                call.model, future.model_version or "", call.request_id, outputs
             )
-            if self._histograms is not None:
-                self._histograms.observe(call.model, version, self._clock() - started, "grpc")
+            self.data.observe_latency(future, self._clock() - started, "grpc")
             return response
-        except ConveyorError as exc:
-            await context.abort(status_code(exc.kind), _details(exc.message))
         except Exception as exc:
-            error = _unexpected(exc, "ModelInfer")
-            await context.abort(status_code(error.kind), _details(error.message))
+            await abort(context, exc, "ModelInfer")
 
-    def _submit(self, call: converters.InferCall, context: Context) -> tuple[InferFuture, str]:
-        timeout = call.options.timeout
-        remaining = context.time_remaining()
-        if remaining is not None:
-            # The client's deadline bounds the request too: past it, nobody reads the answer.
-            if remaining <= 0:
-                raise DeadlineExceeded("the request's gRPC deadline passed before it was queued")
-            timeout = remaining if timeout is None else min(timeout, remaining)
-        version = str(self._engine.model(call.model, call.version).version)
-        future = self._engine.submit(
+    def _submit(self, call: converters.InferCall, context: Context) -> InferFuture:
+        return self.data.infer(
             call.model,
+            call.version,
             call.inputs,
-            version=call.version,
             outputs=call.outputs,
-            priority=call.options.priority,
-            timeout=timeout,
+            options=call.options,
             request_id=call.request_id or None,
+            wait_limit=context.time_remaining(),  # the client's deadline bounds the request
         )
-        return future, version
 
     async def ModelStreamInfer(
         self, requests: AsyncIterator[Received | InvalidInput], context: Context
@@ -193,9 +136,9 @@ class InferenceServicer:
         running: set[InferFuture] = set()  # submitted, not yet completed: cancelled on exit
         unanswered = 0  # requests read whose answer is not yet written
 
-        def finished(future: InferFuture, call: converters.InferCall, version: str) -> None:
+        def finished(future: InferFuture, call: converters.InferCall) -> None:
             running.discard(future)  # on the loop, in completion order
-            answers.put_nowait(_stream_response(future, call, version))
+            answers.put_nowait(_stream_response(future, call))
 
         async def read() -> None:
             nonlocal unanswered
@@ -208,11 +151,9 @@ class InferenceServicer:
                     request, raw = received
                     try:
                         call = converters.infer_call(request, raw)
-                        future, version = self._submit(call, context)
+                        future = self._submit(call, context)
                     except Exception as exc:
-                        error = (
-                            exc if isinstance(exc, ConveyorError) else _unexpected(exc, "stream")
-                        )
+                        error = as_conveyor_error(exc, "stream")
                         answers.put_nowait(
                             _stream_error(
                                 request.model_name, request.model_version, request.id, error
@@ -221,7 +162,7 @@ class InferenceServicer:
                         continue
                     running.add(future)
                     future.add_done_callback(
-                        lambda f, c=call, v=version: loop.call_soon_threadsafe(finished, f, c, v)
+                        lambda f, c=call: loop.call_soon_threadsafe(finished, f, c)
                     )
             finally:
                 answers.put_nowait(None)
@@ -252,104 +193,63 @@ class InferenceServicer:
     # -- health and metadata --------------------------------------------------------------
 
     async def ServerLive(self, request: pb.ServerLiveRequest, context: Context) -> Any:
-        # Live whenever it answers: while the models load, too.
-        return pb.ServerLiveResponse(live=True)
+        return pb.ServerLiveResponse(live=self.data.live())
 
     async def ServerReady(self, request: pb.ServerReadyRequest, context: Context) -> Any:
-        engine = self._get_engine()
-        return pb.ServerReadyResponse(ready=engine is not None and engine.ready)
+        return pb.ServerReadyResponse(ready=self.data.not_ready_reason() is None)
 
     async def ModelReady(self, request: pb.ModelReadyRequest, context: Context) -> Any:
         try:
-            ready = self._engine.model(request.name, request.version or None).ready
+            reason = self.data.model_not_ready_reason(request.name, request.version or None)
         except ConveyorError:
-            ready = False  # starting, unknown or unloaded: not ready, as Triton answers
-        return pb.ModelReadyResponse(ready=ready)
+            reason = "unknown"  # starting, unknown or malformed: not ready, as Triton answers
+        return pb.ModelReadyResponse(ready=reason is None)
 
+    @answering_errors
     async def ServerMetadata(self, request: pb.ServerMetadataRequest, context: Context) -> Any:
-        return _parse(metadata.server_metadata(__version__), pb.ServerMetadataResponse)
+        return _parse(self.data.server_metadata(), pb.ServerMetadataResponse)
 
+    @answering_errors
     async def ModelMetadata(self, request: pb.ModelMetadataRequest, context: Context) -> Any:
-        async def build() -> Any:
-            info = self._model(request.name, request.version)
-            versions = self._engine.model_versions(info.name)
-            data = metadata.model_metadata(info.config, info.platform, versions)
-            return _parse(data, pb.ModelMetadataResponse)
+        data = self.data.model_metadata(request.name, request.version or None)
+        return _parse(data, pb.ModelMetadataResponse)
 
-        return await _answer(context, "ModelMetadata", build())
-
+    @answering_errors
     async def ModelConfig(self, request: pb.ModelConfigRequest, context: Context) -> Any:
-        async def build() -> Any:
-            info = self._model(request.name, request.version)
-            data = metadata.model_config(info.config, info.platform, info.config.instance_count())
-            return pb.ModelConfigResponse(config=_parse(data, model_config_pb2.ModelConfig))
+        data = self.data.model_config(request.name, request.version or None)
+        return pb.ModelConfigResponse(config=_parse(data, model_config_pb2.ModelConfig))
 
-        return await _answer(context, "ModelConfig", build())
-
+    @answering_errors
     async def ModelStatistics(self, request: pb.ModelStatisticsRequest, context: Context) -> Any:
-        async def build() -> Any:
-            stats = self._engine.statistics(request.name or None, request.version or None)
-            return _parse(metadata.statistics(stats), pb.ModelStatisticsResponse)
-
-        return await _answer(context, "ModelStatistics", build())
-
-    def _model(self, name: str, version: str) -> Any:
-        if not name:
-            raise InvalidInput("the model name is empty; name a model")
-        return self._engine.model(name, version or None)
+        data = self.data.statistics(request.name or None, request.version or None)
+        return _parse(data, pb.ModelStatisticsResponse)
 
     # -- model repository ------------------------------------------------------------------
 
+    @answering_errors
     async def RepositoryIndex(self, request: pb.RepositoryIndexRequest, context: Context) -> Any:
-        async def build() -> Any:
-            entries = [
-                metadata.repository_entry(e.name, e.version, e.state, e.reason)
-                for e in self._engine.repository_index()
-                if not request.ready or e.state is ModelState.READY
-            ]
-            return _parse({"models": entries}, pb.RepositoryIndexResponse)
+        entries = self.data.repository_index(request.ready)
+        return _parse({"models": entries}, pb.RepositoryIndexResponse)
 
-        return await _answer(context, "RepositoryIndex", build())
-
+    @answering_errors
     async def RepositoryModelLoad(
         self, request: pb.RepositoryModelLoadRequest, context: Context
     ) -> Any:
-        async def load() -> Any:
-            # Loading blocks (it reads files and builds sessions): keep it off the loop.
-            await asyncio.get_running_loop().run_in_executor(
-                None, self._engine.load_model, _required_name(request.model_name)
-            )
-            return pb.RepositoryModelLoadResponse()
+        await self.data.load(request.model_name, request.parameters.keys())
+        return pb.RepositoryModelLoadResponse()
 
-        return await _answer(context, "RepositoryModelLoad", load())
-
+    @answering_errors
     async def RepositoryModelUnload(
         self, request: pb.RepositoryModelUnloadRequest, context: Context
     ) -> Any:
-        async def unload() -> Any:
-            await asyncio.get_running_loop().run_in_executor(
-                None, self._engine.unload_model, _required_name(request.model_name)
-            )
-            return pb.RepositoryModelUnloadResponse()
-
-        return await _answer(context, "RepositoryModelUnload", unload())
+        await self.data.unload(request.model_name)
+        return pb.RepositoryModelUnloadResponse()
 
     async def _shared_memory(self, request: Message, context: Context) -> Any:
         await context.abort(
             grpc.StatusCode.UNIMPLEMENTED,
             "shared memory is not supported by this server yet; send tensors in raw_input_contents",
         )
-
-
-async def _answer(context: Context, what: str, work: Awaitable[Any]) -> Any:
-    """Await ``work``; turn a ConveyorError (or a bug) into the matching gRPC status."""
-    try:
-        return await work
-    except ConveyorError as exc:
-        await context.abort(status_code(exc.kind), _details(exc.message))
-    except Exception as exc:
-        error = _unexpected(exc, what)
-        await context.abort(status_code(error.kind), _details(error.message))
 
 
 Received = tuple[pb.ModelInferRequest, Sequence[bytes | memoryview]]
@@ -364,20 +264,6 @@ def _read_infer_request(data: bytes) -> Received | InvalidInput:
         return unparseable(pb.ModelInferRequest, exc, data)
 
 
-# gRPC carries the status message in a trailer, and clients refuse trailers over 16 KiB
-# (the call then fails RESOURCE_EXHAUSTED, hiding the real error): messages that quote a
-# huge name from the request are cut short.
-MAX_DETAILS = 4096
-
-
-def _details(message: str) -> str:
-    if len(message) <= MAX_DETAILS:
-        return message
-    # Keep both ends: the start names the field, the end usually says what was expected.
-    half = MAX_DETAILS // 2
-    return f"{message[:half]}...({len(message) - 2 * half} characters cut)...{message[-half:]}"
-
-
 def _write_infer_response(response: bytes | Message) -> bytes:
     # ModelInfer answers pre-serialized bytes (converters.infer_response_bytes); an error
     # path may still hand over a message.
@@ -390,19 +276,14 @@ def _parse(data: dict[str, Any], message: type[R]) -> R:
     return json_format.ParseDict(data, message(), ignore_unknown_fields=True)
 
 
-def _required_name(name: str) -> str:
-    if not name:
-        raise InvalidInput("model_name is empty; name the model to load or unload")
-    return name
-
-
 def _stream_response(
-    future: InferFuture, call: converters.InferCall, version: str
+    future: InferFuture, call: converters.InferCall
 ) -> pb.ModelStreamInferResponse:
     if future.cancelled():
         error: BaseException | None = Cancelled("the request was cancelled")
     else:
         error = future.exception()
+    version = future.model_version or ""
     if error is None:
         try:
             response = converters.infer_response(
@@ -411,9 +292,9 @@ def _stream_response(
             return pb.ModelStreamInferResponse(infer_response=response)
         except Exception as exc:
             error = exc
-    if not isinstance(error, ConveyorError):
-        error = _unexpected(error, "a streamed request")
-    return _stream_error(call.model, version, call.request_id, error)
+    return _stream_error(
+        call.model, version, call.request_id, as_conveyor_error(error, "a streamed request")
+    )
 
 
 def _stream_error(
@@ -428,5 +309,5 @@ def _stream_error(
     response = pb.ModelInferResponse(model_name=model, model_version=version, id=request_id)
     response.parameters["error_code"].string_param = status_code(error.kind).name
     return pb.ModelStreamInferResponse(
-        error_message=_details(error.message), infer_response=response
+        error_message=details(error.message), infer_response=response
     )

@@ -6,7 +6,7 @@ hypercorn, a Starlette mount) and want the V2 routes in it. No framework: a requ
 one pass over its headers, one body read, the route and two ``send`` calls. The host
 server's own limits (read timeouts, backlog, keep-alive) apply, not Conveyor's.
 
-    app = ASGIApp(V2Routes(ServerState(engine), version=conveyor.__version__),
+    app = ASGIApp(V2Routes(DataPlane(engine, version=conveyor.__version__)),
                   max_body_bytes=64 << 20)
 """
 

@@ -1,0 +1,211 @@
+"""The one protocol-neutral data plane under every front end.
+
+HTTP (``http/routes.py``) and gRPC (``grpc/servicer.py``) only translate their wire format
+into these calls and map what they raise to a status (``http/errors.py``,
+``grpc/errors.py``). Everything a front end could get wrong on its own is decided here,
+once: whether the server is ready (models still loading, a model that failed to load,
+draining), which version serves a request, which load parameters are refused. A protocol
+feature (shared memory, sequences, ...) is one method here plus a thin translation in each
+front end.
+
+The ports open before the models load, so the data plane starts with no engine: until the
+server hands it one, health answers "live, not ready" and everything else Unavailable.
+Nothing here blocks the event loop: ``infer`` returns the engine's future at once, and
+``load`` / ``unload`` run in the loop's executor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from conveyor.errors import DeadlineExceeded, InvalidInput, ModelNotReady, Unavailable, Unsupported
+from conveyor.protocol import metadata
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from conveyor.engine import Engine
+    from conveyor.engine.engine import ModelInfo
+    from conveyor.futures import InferFuture
+    from conveyor.protocol.parameters import RequestOptions
+    from conveyor.server.metrics import LatencyHistograms
+
+STARTING = "the server is starting: models are still loading"
+
+
+class DataPlane:
+    """Health, metadata, statistics, repository control and inference over one engine.
+
+    ``strict_readiness`` (Triton's default): the server is ready only while every model it
+    was asked to load is READY; relaxed, a model that failed to load leaves the server ready
+    (its own readiness is false either way).
+    """
+
+    def __init__(
+        self,
+        engine: Engine | None = None,
+        *,
+        version: str,
+        strict_readiness: bool = True,
+        extensions: tuple[str, ...] = metadata.EXTENSIONS,
+        histograms: LatencyHistograms | None = None,
+    ) -> None:
+        # The server starts with none and sets it once the models are loaded; an app that
+        # embeds the routes passes its engine here.
+        self.engine: Engine | None = engine
+        self.draining = False  # set by the server on SIGTERM
+        self.strict_readiness = strict_readiness
+        self.histograms = histograms
+        self._server_metadata = metadata.server_metadata(version, extensions)
+
+    def _engine(self) -> Engine:
+        engine = self.engine
+        if engine is None:
+            raise Unavailable(STARTING)
+        return engine
+
+    # -- health -----------------------------------------------------------------------------
+
+    def live(self) -> bool:
+        """Live whenever it answers: while the models load and while draining, too (a
+        liveness probe that failed then would restart a server that is fine)."""
+        return True
+
+    def not_ready_reason(self) -> str | None:
+        """None when the server is ready (V2 health/ready); otherwise why not."""
+        engine = self.engine
+        if engine is None:
+            return "models are still loading"
+        if self.draining:
+            return "the server is shutting down"
+        if not engine.ready:
+            return "a model is still loading"
+        if self.strict_readiness:
+            failed = engine.failed_models()
+            if failed:
+                names = ", ".join(f"{e.name!r} ({e.reason or 'no reason given'})" for e in failed)
+                return f"a model failed to load: {names}"
+        return None
+
+    def model_not_ready_reason(self, name: str, version: str | None) -> str | None:
+        """None when the model (version) is ready; otherwise why not.
+
+        Raises ModelNotFound for a model the repository does not hold, InvalidInput for a
+        malformed version, Unavailable while the server starts.
+        """
+        try:
+            info = self._model(name, version)
+        except ModelNotReady as exc:
+            return exc.message
+        if self.draining or not info.ready:
+            return f"model {name!r} is not ready"
+        return None
+
+    # -- metadata ---------------------------------------------------------------------------
+
+    def server_metadata(self) -> dict[str, Any]:
+        return self._server_metadata
+
+    def model_metadata(self, name: str, version: str | None) -> dict[str, Any]:
+        info = self._model(name, version)
+        versions = self._engine().model_versions(info.name)
+        return metadata.model_metadata(info.config, info.platform, versions)
+
+    def model_config(self, name: str, version: str | None) -> dict[str, Any]:
+        info = self._model(name, version)
+        return metadata.model_config(info.config, info.platform, info.config.instance_count())
+
+    def statistics(self, name: str | None, version: str | None) -> dict[str, Any]:
+        """Every model's statistics (``name`` None), or one model's (all its versions, or one)."""
+        return metadata.statistics(self._engine().statistics(name or None, version or None))
+
+    def _model(self, name: str, version: str | None) -> ModelInfo:
+        if not name:
+            raise InvalidInput("the model name is empty; name a model")
+        return self._engine().model(name, version or None)
+
+    # -- model repository -------------------------------------------------------------------
+
+    def repository_index(self, ready_only: bool) -> list[dict[str, Any]]:
+        return [
+            metadata.repository_entry(e.name, e.version, e.state, e.reason)
+            for e in self._engine().repository_index()
+            if not ready_only or e.state == "READY"
+        ]
+
+    async def load(self, name: str, parameters: Iterable[str] = ()) -> None:
+        """Load (or reload) ``name``; ModelUnavailable (a client error) if it fails to load.
+
+        ``parameters``: the names of the request's parameters; a config or files given in
+        the request are refused, as this server loads only from its repository.
+        """
+        if any(key == "config" or key.startswith("file:") for key in parameters):
+            raise Unsupported(
+                "loading a model with a config or files given in the request is not "
+                "supported; put them in the model repository"
+            )
+        engine = self._engine()
+        # Loading blocks for a long time (files, sessions): never on the event loop.
+        await asyncio.get_running_loop().run_in_executor(
+            None, engine.load_model, _required_name(name)
+        )
+
+    async def unload(self, name: str) -> None:
+        """Stop serving ``name`` once the requests it holds are answered."""
+        engine = self._engine()
+        await asyncio.get_running_loop().run_in_executor(
+            None, engine.unload_model, _required_name(name)
+        )
+
+    # -- inference --------------------------------------------------------------------------
+
+    def infer(
+        self,
+        model: str,
+        version: str | None,
+        inputs: Mapping[str, np.ndarray],
+        *,
+        outputs: list[str] | None,
+        options: RequestOptions,
+        request_id: str | None,
+        wait_limit: float | None = None,
+    ) -> InferFuture:
+        """Submit one request; return its future at once (``future.model_version`` names
+        the version serving it). Raises for a request the engine refuses.
+
+        ``wait_limit``: seconds the caller will still wait for the answer (a gRPC deadline);
+        the request's own timeout never runs past it.
+        """
+        engine = self.engine
+        if engine is None:
+            raise Unavailable(STARTING)
+        timeout = options.timeout
+        if wait_limit is not None:
+            # Past the caller's deadline nobody reads the answer: do not run it then.
+            if wait_limit <= 0:
+                raise DeadlineExceeded("the request's deadline passed before it was queued")
+            timeout = wait_limit if timeout is None else min(timeout, wait_limit)
+        return engine.submit(
+            model,
+            inputs,
+            version=version,
+            outputs=outputs,
+            priority=options.priority,
+            timeout=timeout,
+            request_id=request_id,
+        )
+
+    def observe_latency(self, future: InferFuture, seconds: float, protocol: str) -> None:
+        """Record an answered request's latency (request read -> response built)."""
+        if self.histograms is not None and future.model_name is not None:
+            self.histograms.observe(
+                future.model_name, future.model_version or "", seconds, protocol
+            )
+
+
+def _required_name(name: str) -> str:
+    if not name:
+        raise InvalidInput("model_name is empty; name the model to load or unload")
+    return name

@@ -1,0 +1,183 @@
+"""Strict readiness and the statuses of a model that fails to load, as Triton answers them,
+over HTTP and gRPC (tritonclient), on a repository with one good model and one broken one.
+
+- Strict readiness (the default): the server is not ready while a model it was asked to
+  load is not READY; ``--no-strict-readiness`` relaxes it. Model readiness is the same
+  either way: the good model ready, the broken one not.
+- Inference on the broken model: 400 / INVALID_ARGUMENT naming the model and why (not 503:
+  retrying will not help). An explicit load that fails: 400 / INVALID_ARGUMENT, with why.
+- ``conveyor models`` exits 1 when a model failed to load, 0 when every model loaded.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
+
+from conveyor.examples import onnx_models
+from conveyor.testing import RunningServer, run_server
+from tests.server.http_util import get_json, post_json
+from tests.server.models import ECHO_CONFIG, python_model
+
+WHY = "no GPU on this test machine"
+BROKEN_MODEL = f"""
+class Model:
+    def load(self, config):
+        raise RuntimeError("{WHY}")
+
+    def infer(self, inputs):
+        return {{}}
+"""
+
+
+def repository(root: Path, *, broken: bool = True) -> Path:
+    onnx_models.tiny(root / "good" / "1" / "model.onnx")
+    if broken:
+        python_model(root, "broken", BROKEN_MODEL, ECHO_CONFIG.format(datatype="FP32"))
+    return root
+
+
+def wait_loaded(server: RunningServer, timeout: float = 60.0) -> None:
+    """Until the server has tried every model (none LOADING); readiness may stay false."""
+    deadline = time.monotonic() + timeout
+    while True:
+        assert server.process.poll() is None, server.output()
+        try:
+            status, entries = post_json(server.http_url, "/v2/repository/index", {})
+        except OSError:
+            status, entries = 0, []
+        if status == 200 and entries and all(e["state"] != "LOADING" for e in entries):
+            return
+        assert time.monotonic() < deadline, f"models not loaded in time: {entries}"
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def strict(tmp_path: Path) -> Iterator[RunningServer]:
+    with run_server(repository(tmp_path), wait=False) as server:
+        wait_loaded(server)
+        yield server
+
+
+@pytest.fixture
+def relaxed(tmp_path: Path) -> Iterator[RunningServer]:
+    with run_server(repository(tmp_path), extra_args=["--no-strict-readiness"]) as server:
+        yield server
+
+
+def clients(
+    server: RunningServer,
+) -> tuple[httpclient.InferenceServerClient, grpcclient.InferenceServerClient]:
+    return (
+        httpclient.InferenceServerClient(f"127.0.0.1:{server.http_port}"),
+        grpcclient.InferenceServerClient(f"127.0.0.1:{server.grpc_port}"),
+    )
+
+
+def fp32_input(module: object) -> object:
+    x = module.InferInput("INPUT0", [1, 1], "FP32")  # type: ignore[attr-defined]
+    x.set_data_from_numpy(np.zeros((1, 1), np.float32))
+    return x
+
+
+def test_a_failed_model_makes_the_server_not_ready_by_default(strict: RunningServer) -> None:
+    status, body = get_json(strict.http_url, "/v2/health/ready")
+    # Not ready answers 400 (with why), as Triton's /v2/health/ready does; never 200.
+    assert status == 400, body
+    assert "broken" in body["error"] and WHY in body["error"]
+    http, grpc = clients(strict)
+    with http, grpc:
+        assert http.is_server_live() and grpc.is_server_live()
+        assert http.is_server_ready() is False
+        assert grpc.is_server_ready() is False
+        # Per-model readiness does not change with the option.
+        assert http.is_model_ready("good") and grpc.is_model_ready("good")
+        assert not http.is_model_ready("broken") and not grpc.is_model_ready("broken")
+
+
+def test_relaxed_readiness_leaves_the_server_ready(relaxed: RunningServer) -> None:
+    assert get_json(relaxed.http_url, "/v2/health/ready")[0] == 200
+    http, grpc = clients(relaxed)
+    with http, grpc:
+        assert http.is_server_ready() is True
+        assert grpc.is_server_ready() is True
+        assert http.is_model_ready("good") and grpc.is_model_ready("good")
+        assert not http.is_model_ready("broken") and not grpc.is_model_ready("broken")
+
+
+def test_inference_on_a_model_that_failed_to_load_is_a_client_error(
+    relaxed: RunningServer,
+) -> None:
+    status, body = post_json(
+        relaxed.http_url,
+        "/v2/models/broken/infer",
+        {"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, 1], "data": [0.0]}]},
+    )
+    assert status == 400, body
+    assert "'broken'" in body["error"] and "failed to load" in body["error"]
+    assert WHY in body["error"]
+    http, grpc = clients(relaxed)
+    with http, grpc:
+        with pytest.raises(InferenceServerException) as over_http:
+            http.infer("broken", [fp32_input(httpclient)])
+        assert over_http.value.status() == "400"
+        assert WHY in over_http.value.message()
+        with pytest.raises(InferenceServerException) as over_grpc:
+            grpc.infer("broken", [fp32_input(grpcclient)], client_timeout=30)
+        assert over_grpc.value.status() == "StatusCode.INVALID_ARGUMENT"
+        assert "'broken'" in over_grpc.value.message() and WHY in over_grpc.value.message()
+        # The good model serves all along.
+        x = grpcclient.InferInput("INPUT0", [1, 16], "FP32")
+        x.set_data_from_numpy(np.zeros((1, 16), np.float32))
+        assert grpc.infer("good", [x]).as_numpy("OUTPUT0")[0, 0] == 1.0
+
+
+def test_an_explicit_load_that_fails_answers_400_with_why(tmp_path: Path) -> None:
+    args = ["--model-control", "explicit", "--load-model", "good"]
+    with run_server(repository(tmp_path), extra_args=args) as server:
+        http, grpc = clients(server)
+        with http, grpc:
+            # Never asked to load, the broken model does not hold readiness back.
+            assert http.is_server_ready() and grpc.is_server_ready()
+            status, body = post_json(server.http_url, "/v2/repository/models/broken/load", {})
+            assert status == 400, body
+            assert "'broken' failed to load" in body["error"] and WHY in body["error"]
+            # Asked to load and failed: strict readiness now says not ready, on both.
+            assert not http.is_server_ready() and not grpc.is_server_ready()
+            with pytest.raises(InferenceServerException) as over_grpc:
+                grpc.load_model("broken")
+            assert over_grpc.value.status() == "StatusCode.INVALID_ARGUMENT"
+            assert WHY in over_grpc.value.message()
+            with pytest.raises(InferenceServerException) as over_http:
+                http.load_model("broken")
+            assert over_http.value.status() == "400" and WHY in over_http.value.message()
+            # Unloaded on purpose, it no longer counts (as Triton's strict readiness).
+            grpc.unload_model("broken")
+            assert http.is_server_ready() and grpc.is_server_ready()
+
+
+def conveyor_models(repository_path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "conveyor", "models", str(repository_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_conveyor_models_exits_non_zero_when_a_model_failed(tmp_path: Path) -> None:
+    failed = conveyor_models(repository(tmp_path / "with_broken"))
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert "broken" in failed.stderr
+    assert "good" in failed.stdout and "READY" in failed.stdout
+    loaded = conveyor_models(repository(tmp_path / "all_good", broken=False))
+    assert loaded.returncode == 0, loaded.stdout + loaded.stderr
