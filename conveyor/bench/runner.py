@@ -13,8 +13,9 @@ from conveyor.bench.loadgen import Point
 from conveyor.bench.progress import Progress
 from conveyor.bench.report import PointResult, Report, machine, now_iso, point_result
 from conveyor.bench.server_stats import StatsTotals, split
-from conveyor.bench.targets.base import TargetSpec, make_client, make_control
-from conveyor.bench.workers import LocalRunner, ProcessPool
+from conveyor.bench.targets.base import TargetSpec
+from conveyor.bench.targets.pick import make_client, make_control
+from conveyor.bench.workers import GeneratorProcesses, LocalRunner
 
 _START_DELAY_S = 0.2  # lets every worker be waiting before the first request is due
 
@@ -54,11 +55,11 @@ def run_bench(bench: BenchSpec, points: Sequence[Point], *, progress: bool = Tru
             command=command if command is not None else " ".join(sys.argv),
         )
         if bench.processes == 1:
-            runner: LocalRunner | ProcessPool = LocalRunner(
-                lambda: make_client(spec, model, inputs, control)
+            runner: LocalRunner | GeneratorProcesses = LocalRunner(
+                lambda: make_client(spec, inputs, control)
             )
         else:
-            runner = ProcessPool(spec, model, inputs, bench.processes)
+            runner = GeneratorProcesses(spec, inputs, bench.processes)
         try:
             for point in points:
                 report.points.append(

@@ -1,13 +1,14 @@
-"""The target interface: a URL picks the implementation, by name (``inprocess``, http, grpc)."""
+"""The target interface: what to send to (``TargetSpec``) and the two sides of a target.
+
+The implementations import this module; ``pick`` maps a URL to one of them, so nothing
+here imports an implementation.
+"""
 
 from __future__ import annotations
 
 import abc
 import dataclasses
-from collections.abc import Mapping
 from urllib.parse import urlsplit
-
-import numpy as np
 
 from conveyor.bench.inputs import ModelSpec
 from conveyor.bench.server_stats import StatsTotals
@@ -80,46 +81,3 @@ class Client(abc.ABC):
 
 class RequestFailed(Exception):
     """A request the server answered with an error (status and the server's message)."""
-
-
-def make_control(spec: TargetSpec) -> Control:
-    scheme = spec.scheme
-    if scheme == "inprocess":
-        from conveyor.bench.targets.inprocess import InProcessControl
-
-        return InProcessControl(spec)
-    if scheme == "http":
-        from conveyor.bench.targets.http import HttpControl
-
-        return HttpControl(spec)
-    from conveyor.bench.targets.grpc import GrpcControl
-
-    return GrpcControl(spec)
-
-
-def make_client(
-    spec: TargetSpec,
-    model: ModelSpec,
-    inputs: Mapping[str, np.ndarray],
-    control: Control | None = None,
-) -> Client:
-    """A client for one worker; ``control`` is needed for ``inprocess`` (it owns the engine)."""
-    declared = {t.name: t.datatype for t in model.inputs}
-    scheme = spec.scheme
-    if scheme == "inprocess":
-        from conveyor.bench.targets.inprocess import InProcessClient, InProcessControl
-
-        if not isinstance(control, InProcessControl):
-            raise ValueError("the inprocess target runs in the process that loaded the engine")
-        return InProcessClient(control.engine, spec, inputs)
-    if scheme == "http":
-        from conveyor.bench.targets.http import HttpClient
-
-        return HttpClient(spec, inputs, declared)
-    if spec.streaming:
-        from conveyor.bench.targets.grpc_stream import GrpcStreamClient
-
-        return GrpcStreamClient(spec, inputs, declared)
-    from conveyor.bench.targets.grpc import GrpcClient
-
-    return GrpcClient(spec, inputs, declared)
