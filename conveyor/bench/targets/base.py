@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 
 from conveyor.bench.inputs import ModelSpec
 from conveyor.bench.server_stats import StatsTotals
+from conveyor.options import option
 
 SCHEMES = ("inprocess", "http", "grpc")
 ENCODINGS = ("binary", "json")
@@ -21,13 +22,25 @@ ENCODINGS = ("binary", "json")
 class TargetSpec:
     """Where and what to send to; picklable, so worker processes rebuild their clients from it."""
 
-    url: str
-    model: str
-    version: str = ""
-    encoding: str = "binary"  # HTTP only: the binary tensor extension or plain JSON
-    streaming: bool = False  # gRPC only: every request on one ModelStreamInfer stream
-    repository: str | None = None  # inprocess only: None = the built-in examples
+    url: str = dataclasses.field(metadata=option(
+        "inprocess, http://HOST:PORT or grpc://HOST:PORT", default="http://127.0.0.1:8000"))
+    model: str = dataclasses.field(metadata=option("model name", positional=True))
+    version: str = dataclasses.field(default="", metadata=option(
+        "model version (default: the server's choice)", flags=("--model-version",)))
+    encoding: str = dataclasses.field(default="binary", metadata=option(
+        "HTTP tensors: the binary extension or plain JSON", choices=ENCODINGS))
+    streaming: bool = dataclasses.field(default=False, metadata=option(
+        "gRPC: send every request on one ModelStreamInfer stream per generator process"))
+    repository: str | None = dataclasses.field(default=None, metadata=option(
+        "inprocess: model repository (default: the built-in examples)"))
     timeout_s: float = 30.0  # control-plane calls (metadata, statistics)
+
+    def __post_init__(self) -> None:
+        scheme = self.scheme  # checks the URL
+        if self.streaming and scheme != "grpc":
+            raise ValueError("streaming (--streaming) is for grpc:// targets")
+        if self.encoding not in ENCODINGS:
+            raise ValueError(f"encoding must be one of {ENCODINGS}, got {self.encoding!r}")
 
     @property
     def scheme(self) -> str:
