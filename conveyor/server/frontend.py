@@ -79,7 +79,7 @@ class ASGIFrontEnd:
             app,
             host=host,
             port=port,
-            http=protocol,  # httptools measured fastest (bench/http_stack.py)
+            http=protocol,  # httptools measured fastest (benchmarks/http_stack.py)
             lifespan="off",
             # We listen on our own socket and trust no proxy: skip uvicorn's header rewriting.
             proxy_headers=False,
