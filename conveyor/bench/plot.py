@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from conveyor.bench.report import Report
 
-STYLES = {"p50": "-", "p90": "--", "p99": ":"}
+STYLES: dict[str, Literal["-", "--", ":"]] = {"p50": "-", "p90": "--", "p99": ":"}
 INSTALL_HINT = "plots need matplotlib: pip install 'conveyor[bench]'"
 
 

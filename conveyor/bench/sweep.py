@@ -63,9 +63,10 @@ class Sweep:
                              "not both")
 
     def points(self, seed: int = 0) -> list[Point]:
-        common = dict(warmup_s=self.warmup_s, duration_s=self.duration_s, seed=seed,
-                      max_inflight=self.max_inflight, drain_s=self.drain_s)
+        common = Point(concurrency=1, warmup_s=self.warmup_s, duration_s=self.duration_s,
+                       seed=seed, max_inflight=self.max_inflight, drain_s=self.drain_s)
         if self.request_rate:
-            return [Point(rate=r, distribution=self.distribution, spin_s=self.spin_s, **common)
+            return [dataclasses.replace(common, concurrency=None, rate=r,
+                                        distribution=self.distribution, spin_s=self.spin_s)
                     for r in self.request_rate]
-        return [Point(concurrency=c, **common) for c in (self.concurrency or (1,))]
+        return [dataclasses.replace(common, concurrency=c) for c in (self.concurrency or (1,))]

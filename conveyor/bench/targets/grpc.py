@@ -9,6 +9,7 @@ call and nothing else.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import grpc
 import numpy as np
@@ -38,7 +39,7 @@ class GrpcClient(Client):
         self._request = build_request(spec, inputs)
         host, port = spec.address
         self._target = f"{host}:{port}"
-        self._call = None
+        self._call: Any = None  # opened on the loop that first sends
 
     async def infer(self) -> None:
         if self._call is None:  # the channel belongs to the loop that first uses it

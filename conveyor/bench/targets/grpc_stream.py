@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
+from typing import Any
 
 import grpc
 import numpy as np
@@ -41,7 +42,7 @@ class GrpcStreamClient(Client):
         self._request = build_request(spec, inputs)
         host, port = spec.address
         self._target = f"{host}:{port}"
-        self._call = None
+        self._call: Any = None  # opened on the loop that first sends
         self._waiting: dict[str, asyncio.Future[None]] = {}
         self._next = 0
         self._write_lock: asyncio.Lock | None = None
