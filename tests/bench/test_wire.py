@@ -10,7 +10,7 @@ from conveyor.bench.targets.base import TargetSpec
 from conveyor.bench.targets.grpc import build_request as grpc_request
 from conveyor.bench.targets.grpc_stream import with_id
 from conveyor.bench.targets.http import build_request as http_request
-from conveyor.bench.targets.remote import RemoteControl
+from conveyor.bench.targets.pick import make_control
 from conveyor.protocol.grpc._generated import grpc_service_pb2 as conveyor_pb2
 
 triton_pb2 = pytest.importorskip("tritonclient.grpc.service_pb2")
@@ -56,7 +56,7 @@ def test_grpc_control_reads_what_http_control_reads(server):
     # The negative batch dimension and the statistics come through either transport alike.
     described = {}
     for url in (server.http_url, server.grpc_url):
-        control = RemoteControl(TargetSpec(url, "mlp"))
+        control = make_control(TargetSpec(url, "mlp"))
         try:
             described[url] = (control.describe(), control.statistics())
         finally:

@@ -1,8 +1,11 @@
-"""V2 inference over HTTP/REST: one request built once by ``conveyor.protocol``, sent as is.
+"""V2 over HTTP/REST: one request built once by ``conveyor.protocol``, sent as is.
 
 The body comes from the same encoder the project's HTTP client uses (the binary tensor
 extension, or plain JSON); the bench adds only the request line and headers, so the
 generator's cost per request is a socket write and a response parse, never a tensor encode.
+The control side (metadata, config, statistics) is the project's HTTP client. Config and
+statistics are optional: a V2 server without Triton's extensions (MLServer) answers them
+with an error, and the bench then reports no batch size and no server-side split.
 """
 
 from __future__ import annotations
@@ -12,8 +15,11 @@ from urllib.parse import quote
 
 import numpy as np
 
-from conveyor.bench.targets.base import Client, RequestFailed, TargetSpec
+from conveyor.bench.inputs import ModelSpec
+from conveyor.bench.server_stats import StatsTotals
+from conveyor.bench.targets.base import Client, Control, RequestFailed, TargetSpec
 from conveyor.bench.targets.http_conn import ConnectionPool
+from conveyor.client import Client as V2Client
 from conveyor.protocol import infer
 from conveyor.protocol.binary import HEADER_LENGTH_HEADER
 
@@ -21,6 +27,41 @@ from conveyor.protocol.binary import HEADER_LENGTH_HEADER
 def model_path(spec: TargetSpec) -> str:
     path = f"/v2/models/{quote(spec.model, safe='')}"
     return f"{path}/versions/{quote(spec.version, safe='')}" if spec.version else path
+
+
+class HttpControl(Control):
+    """Metadata, config and statistics through ``conveyor.client`` (HTTP), between points."""
+
+    def __init__(self, spec: TargetSpec) -> None:
+        self.spec = spec
+        self._client = V2Client(spec.url, call_timeout=spec.timeout_s)
+        self._version = spec.version or None
+
+    def describe(self) -> ModelSpec:
+        try:
+            metadata = self._client.model_metadata(self.spec.model, self._version)
+        except Exception as exc:  # whatever the transport raised, name the model and server
+            raise RequestFailed(f"{self.spec.url}: model {self.spec.model!r}: {exc}") from None
+        return ModelSpec.from_metadata(metadata, self._max_batch_size())
+
+    def _max_batch_size(self) -> int | None:
+        try:
+            config = self._client.model_config(self.spec.model, self._version)
+        except Exception:  # no config extension (MLServer): the batch size is unknown
+            return None
+        # Triton's HTTP answer nests the config under "config" in some versions.
+        value = config.get("max_batch_size", config.get("config", {}).get("max_batch_size"))
+        return int(value) if value is not None else None
+
+    def statistics(self) -> StatsTotals | None:
+        try:
+            body = self._client.statistics(self.spec.model, self._version)
+        except Exception:  # no usable statistics: report none
+            return None
+        return StatsTotals.from_json(body, self.spec.model, self.spec.version)
+
+    def close(self) -> None:
+        self._client.close()
 
 
 def build_request(spec: TargetSpec, inputs: Mapping[str, np.ndarray]) -> bytes:

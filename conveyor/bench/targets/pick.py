@@ -18,9 +18,13 @@ def make_control(spec: TargetSpec) -> Control:
         from conveyor.bench.targets.inprocess import InProcessControl
 
         return InProcessControl(spec)
-    from conveyor.bench.targets.remote import RemoteControl
+    if spec.scheme == "http":
+        from conveyor.bench.targets.http import HttpControl
 
-    return RemoteControl(spec)
+        return HttpControl(spec)
+    from conveyor.bench.targets.grpc import GrpcControl
+
+    return GrpcControl(spec)
 
 
 def make_client(
