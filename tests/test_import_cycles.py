@@ -18,22 +18,7 @@ ROOT = Path(conveyor.__file__).resolve().parent.parent
 
 # Known cycles, each listed in full, with why it is still here. A new cycle fails, and so
 # does a known one that grows or goes away (then delete it here): nothing passes unseen.
-KNOWN_CYCLES = {
-    # The bench's target factory (base.py's make_client/make_control) imports each
-    # implementation inside a function, and each implementation imports base.py's
-    # Client/Control/TargetSpec/RequestFailed. conveyor/bench is owned separately;
-    # splitting the factory out of base.py removes this.
-    frozenset(
-        {
-            "conveyor.bench.targets.base",
-            "conveyor.bench.targets.grpc",
-            "conveyor.bench.targets.grpc_stream",
-            "conveyor.bench.targets.http",
-            "conveyor.bench.targets.http_conn",
-            "conveyor.bench.targets.inprocess",
-        }
-    ),
-}
+KNOWN_CYCLES: set[frozenset[str]] = set()
 
 
 def modules() -> dict[str, tuple[Path, bool]]:

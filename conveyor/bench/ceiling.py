@@ -26,8 +26,9 @@ from conveyor.bench.inputs import InputSpec, ModelSpec
 from conveyor.bench.loadgen import Point, new_event_loop
 from conveyor.bench.report import Report
 from conveyor.bench.runner import BenchSpec, run_bench
-from conveyor.bench.targets import pbwire
 from conveyor.bench.targets.base import TargetSpec
+from conveyor.protocol.grpc._generated import grpc_service_pb2 as pb
+from conveyor.protocol.grpc.methods import METHODS, SERVICE_NAME
 
 TINY = ModelSpec("tiny", (InputSpec("INPUT0", "FP32", (-1, 16)),), ("OUTPUT0",), 0)
 _OUTPUT = bytes(64)  # one FP32 [1, 16] tensor
@@ -46,11 +47,13 @@ def _http_response() -> bytes:
     ).encode() + body
 
 
-def _grpc_response() -> bytes:
-    tensor = (pbwire.field_bytes(1, "OUTPUT0") + pbwire.field_bytes(2, "FP32")
-              + pbwire.field_packed_int64(3, (1, 16)))
-    return (pbwire.field_bytes(1, "tiny") + pbwire.field_bytes(2, "1")
-            + pbwire.field_bytes(5, tensor) + pbwire.field_bytes(6, _OUTPUT))
+def _grpc_response() -> pb.ModelInferResponse:
+    return pb.ModelInferResponse(
+        model_name="tiny", model_version="1",
+        outputs=[pb.ModelInferResponse.InferOutputTensor(name="OUTPUT0", datatype="FP32",
+                                                        shape=(1, 16))],
+        raw_output_contents=[_OUTPUT],
+    )
 
 
 class _CannedHttp(asyncio.Protocol):
@@ -76,21 +79,27 @@ async def _serve(http_sock: socket.socket, grpc_port: int, ready) -> None:  # ty
 
     loop = asyncio.get_running_loop()
     http = await loop.create_server(_CannedHttp, sock=http_sock)
-    answer = _grpc_response()
+    response = _grpc_response()
+    answer = response.SerializeToString()
+    stream_method = METHODS["ModelStreamInfer"]
 
     async def infer(request: bytes, context) -> bytes:  # type: ignore[no-untyped-def]
         return answer
 
     async def stream(requests, context):  # type: ignore[no-untyped-def]
         async for request in requests:  # echo each id back, as ModelStreamInfer does
-            request_id = next((bytes(v) for f, _w, v in pbwire.fields(request) if f == 3), b"")
-            yield pbwire.field_bytes(2, answer + pbwire.field_bytes(3, request_id))
+            response.id = request.id
+            yield pb.ModelStreamInferResponse(infer_response=response)
 
     handler = grpc.method_handlers_generic_handler(
-        "inference.GRPCInferenceService",
+        SERVICE_NAME,
         {
             "ModelInfer": grpc.unary_unary_rpc_method_handler(infer),
-            "ModelStreamInfer": grpc.stream_stream_rpc_method_handler(stream),
+            "ModelStreamInfer": grpc.stream_stream_rpc_method_handler(
+                stream,
+                request_deserializer=stream_method.request.FromString,
+                response_serializer=stream_method.response.SerializeToString,
+            ),
         },
     )
     server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])

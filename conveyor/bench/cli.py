@@ -9,31 +9,39 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import shlex
 import sys
 from collections.abc import Sequence
 
-from conveyor.bench.inputs import INPUT_DATA, parse_shapes
-from conveyor.bench.loadgen import Point
 from conveyor.bench.report import format_table, read_json, write_json
-from conveyor.bench.schedule import DISTRIBUTIONS
-from conveyor.bench.targets.base import ENCODINGS, RequestFailed, TargetSpec
+from conveyor.bench.runner import BenchSpec
+from conveyor.bench.sweep import Sweep
+from conveyor.bench.targets.base import RequestFailed, TargetSpec
 from conveyor.errors import ConveyorError
+from conveyor.options import add_arguments, from_arguments, option
 
 
-def _numbers(kind):  # type: ignore[no-untyped-def]
-    def parse(text: str) -> list:
-        try:
-            values = [kind(v) for v in text.split(",") if v.strip()]
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"want a comma-separated list, got {text!r}"
-            ) from None
-        if not values or any(v <= 0 for v in values):
-            raise argparse.ArgumentTypeError(f"want positive numbers, got {text!r}")
-        return values
+@dataclasses.dataclass(frozen=True)
+class Output:
+    """Where a run's results go besides the table on stdout."""
 
-    return parse
+    json_path: str | None = dataclasses.field(default=None, metadata=option(
+        "write the report as JSON", flags=("--json",), metavar="REPORT.json"))
+    plot_path: str | None = dataclasses.field(default=None, metadata=option(
+        "draw latency against throughput (needs matplotlib: pip install 'conveyor[bench]')",
+        flags=("--plot",), metavar="REPORT.png"))
+    quiet: bool = dataclasses.field(default=False, metadata=option(
+        "no progress on stderr", flags=("-q", "--quiet")))
+
+
+# Every option is a field of one of these dataclasses; --help groups them under these titles.
+OPTION_SOURCES = (
+    (TargetSpec, "target"),
+    (Sweep, "load (one measured point per concurrency or rate)"),
+    (BenchSpec, "requests and generators"),
+    (Output, "output"),
+)
 
 
 def run_parser() -> argparse.ArgumentParser:
@@ -43,86 +51,61 @@ def run_parser() -> argparse.ArgumentParser:
         "in-process engine. Subcommands: `conveyor bench plot A.json B.json -o out.png`, "
         "`conveyor bench ceiling`.",
     )
-    p.add_argument("model", help="model name")
-    p.add_argument("--url", default="http://127.0.0.1:8000",
-                   help="inprocess, http://HOST:PORT or grpc://HOST:PORT (default %(default)s)")
-    p.add_argument("--model-version", default="", help="default: the server's choice")
-    load = p.add_mutually_exclusive_group()
-    load.add_argument("-c", "--concurrency", type=_numbers(int),
-                      help="closed loop: requests in flight, e.g. 1,4,16 (default 1)")
-    load.add_argument("-r", "--request-rate", type=_numbers(float),
-                      help="open loop: requests per second, e.g. 100,500,1000")
-    p.add_argument("--distribution", choices=DISTRIBUTIONS, default="constant",
-                   help="open-loop schedule (default %(default)s)")
-    p.add_argument("-d", "--duration", type=float, default=5.0,
-                   help="measured seconds per point (default %(default)s)")
-    p.add_argument("--warmup", type=float, default=1.0,
-                   help="unmeasured seconds before each point (default %(default)s)")
-    p.add_argument("-b", "--batch-size", type=int, default=1)
-    p.add_argument("--shape", action="append", default=[], metavar="NAME:D1,D2",
-                   help="an input's shape (without the batch dimension when the model batches)")
-    p.add_argument("--input-data", default="random",
-                   help=f"{' | '.join(INPUT_DATA)} | FILE.npz (arrays named by input)")
-    p.add_argument("--encoding", choices=ENCODINGS, default="binary",
-                   help="HTTP tensors: the binary extension or plain JSON (default %(default)s)")
-    p.add_argument("--streaming", action="store_true",
-                   help="gRPC: send every request on one ModelStreamInfer stream per process")
-    p.add_argument("-p", "--processes", type=int, default=1,
-                   help="generator worker processes (default %(default)s)")
-    p.add_argument("--max-inflight", type=int, default=1024,
-                   help="open loop: requests in flight per process at most (default %(default)s)")
-    p.add_argument("--repository", help="inprocess: model repository (default built-in examples)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--label", default="", help="name of this run in the table and plots")
-    p.add_argument("--json", dest="json_path", metavar="REPORT.json")
-    p.add_argument("--plot", dest="plot_path", metavar="REPORT.png")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    for source, title in OPTION_SOURCES:
+        add_arguments(p.add_argument_group(title), source)
     return p
 
 
 def _run(argv: Sequence[str]) -> int:
-    from conveyor.bench.runner import BenchSpec, run_bench
+    from conveyor.bench.runner import run_bench
 
-    args = run_parser().parse_args(argv)
-    target = TargetSpec(url=args.url, model=args.model, version=args.model_version,
-                        encoding=args.encoding, repository=args.repository,
-                        streaming=args.streaming)
+    parser = run_parser()
+    args = parser.parse_args(argv)
+    if not hasattr(args, "model"):
+        parser.error("the model name is required: conveyor bench MODEL [options]")
     try:
-        if target.scheme != "grpc" and args.streaming:  # .scheme validates the URL
-            raise ValueError("--streaming is for grpc:// targets")
-        shapes = parse_shapes(args.shape)
+        target = from_arguments(args, TargetSpec)
+        sweep = from_arguments(args, Sweep)
+        bench = from_arguments(args, BenchSpec, target=target)
+        output = from_arguments(args, Output)
     except ValueError as exc:
         print(f"conveyor bench: {exc}", file=sys.stderr)
         return 2
-    common = dict(warmup_s=args.warmup, duration_s=args.duration, seed=args.seed,
-                  max_inflight=args.max_inflight)
-    if args.request_rate:
-        points = [Point(rate=r, distribution=args.distribution, **common)
-                  for r in args.request_rate]
-    else:
-        points = [Point(concurrency=c, **common) for c in (args.concurrency or [1])]
-    bench = BenchSpec(target=target, batch_size=args.batch_size, shapes=shapes,
-                      input_data=args.input_data, processes=args.processes, seed=args.seed,
-                      label=args.label)
+    if output.plot_path and not _can_plot():
+        return 2
     try:
-        report = run_bench(bench, points, progress=not args.quiet,
+        report = run_bench(bench, sweep.points(bench.seed), progress=not output.quiet,
                            command="conveyor bench " + shlex.join(argv))
     except (ValueError, OSError, RequestFailed, ConveyorError) as exc:
         print(f"conveyor bench: {exc}", file=sys.stderr)
         return 1
     print(format_table(report))
-    if args.json_path:
-        write_json(report, args.json_path)
-    if args.plot_path:
+    if output.json_path:
+        write_json(report, output.json_path)
+    if output.plot_path:
         from conveyor.bench.plot import plot_reports
 
-        plot_reports([report], args.plot_path)
+        plot_reports([report], output.plot_path)
     return 0 if all(p.errors == 0 for p in report.points) else 1
+
+
+def _can_plot() -> bool:
+    """Whether matplotlib is there; says what to install when not (before a long run)."""
+    from conveyor.bench.plot import PlotUnavailable, _pyplot
+
+    try:
+        _pyplot()
+    except PlotUnavailable as exc:
+        print(f"conveyor bench: {exc}", file=sys.stderr)
+        return False
+    return True
 
 
 def _plot(argv: Sequence[str]) -> int:
     from conveyor.bench.plot import plot_reports
 
+    if not _can_plot():
+        return 2
     p = argparse.ArgumentParser(prog="conveyor bench plot",
                                 description="Draw several reports on one plot.")
     p.add_argument("reports", nargs="+", metavar="REPORT.json")

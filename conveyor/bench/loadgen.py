@@ -26,7 +26,6 @@ from conveyor.bench.schedule import DISTRIBUTIONS, send_times
 from conveyor.bench.targets.base import Client
 
 _ERROR_SAMPLES = 5
-_SPIN_NS = 1_500_000  # timers wake with ~1 ms granularity: spin (yielding) the last stretch
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,6 +40,11 @@ class Point:
     max_inflight: int = 1024
     drain_s: float = 10.0
     seed: int = 0
+    # Open loop: busy-wait (yielding to the loop) this long before each send. Timers wake
+    # up to ~1 ms late, which shows as send lag; spinning the last stretch cuts the lag to
+    # microseconds but keeps a core busy, which on a small machine is the server's core.
+    # Off by default: the lag is measured and reported either way.
+    spin_s: float = 0.0
 
     def __post_init__(self) -> None:
         if (self.concurrency is None) == (self.rate is None):
@@ -51,6 +55,8 @@ class Point:
             raise ValueError(f"distribution must be one of {DISTRIBUTIONS}")
         if self.duration_s <= 0 or self.warmup_s < 0:
             raise ValueError("duration must be > 0 and warm-up >= 0")
+        if self.spin_s < 0:
+            raise ValueError(f"spin must be >= 0 seconds, got {self.spin_s}")
 
     @property
     def mode(self) -> str:
@@ -113,11 +119,17 @@ class _Recorder:
         )
 
 
-async def _sleep_until(deadline_ns: int) -> None:
+async def _sleep_until(deadline_ns: int, spin_ns: int = 0) -> None:
+    """Return at ``deadline_ns`` or after; spin (yielding) only the last ``spin_ns``."""
+    wake = deadline_ns - spin_ns
     now = time.monotonic_ns()
-    if deadline_ns - now > _SPIN_NS:
-        await asyncio.sleep((deadline_ns - now - _SPIN_NS + 500_000) / 1e9)
-    while time.monotonic_ns() < deadline_ns:
+    while now < wake:
+        # Whole milliseconds, rounded up: uvloop's timers count in milliseconds and may fire
+        # before a fractional delay is over; a shorter sleep would then round to 0 and the
+        # loop would spin after all.
+        await asyncio.sleep(-(-(wake - now) // 1_000_000) / 1e3)
+        now = time.monotonic_ns()
+    while spin_ns and time.monotonic_ns() < deadline_ns:
         await asyncio.sleep(0)
 
 
@@ -152,7 +164,8 @@ async def _closed_slot(client: Client, end: int, rec: _Recorder) -> None:
 
 
 async def _open_schedule(
-    client: Client, times_ns: np.ndarray, max_inflight: int, rec: _Recorder, tasks: set
+    client: Client, times_ns: np.ndarray, max_inflight: int, spin_ns: int, rec: _Recorder,
+    tasks: set,
 ) -> None:
     gate = asyncio.Semaphore(max_inflight)
 
@@ -165,7 +178,7 @@ async def _open_schedule(
 
     for origin in times_ns.tolist():
         if time.monotonic_ns() < origin:
-            await _sleep_until(origin)
+            await _sleep_until(origin, spin_ns)
         task = asyncio.create_task(due(origin))
         tasks.add(task)
         task.add_done_callback(tasks.discard)
@@ -217,7 +230,8 @@ async def run_point(
                 workers=workers,
             )
             times_ns = start_ns + (offsets * 1e9).astype(np.int64)
-            await _open_schedule(client, times_ns, point.max_inflight, rec, tasks)
+            spin_ns = int(point.spin_s * 1e9)
+            await _open_schedule(client, times_ns, point.max_inflight, spin_ns, rec, tasks)
         unfinished = 0
         if tasks:
             left = max(0.0, (window_end - time.monotonic_ns()) / 1e9) + point.drain_s

@@ -8,26 +8,42 @@ import threading
 import time
 from collections.abc import Sequence
 
-from conveyor.bench.inputs import ModelSpec, make_inputs
+from conveyor.bench.inputs import INPUT_DATA, ModelSpec, make_inputs, parse_shapes
 from conveyor.bench.loadgen import Point
 from conveyor.bench.progress import Progress
 from conveyor.bench.report import PointResult, Report, machine, now_iso, point_result
 from conveyor.bench.server_stats import StatsTotals, split
-from conveyor.bench.targets.base import TargetSpec, make_client, make_control
-from conveyor.bench.workers import LocalRunner, ProcessPool
+from conveyor.bench.targets.base import TargetSpec
+from conveyor.bench.targets.pick import make_client, make_control
+from conveyor.bench.workers import GeneratorProcesses, LocalRunner
+from conveyor.options import option
 
 _START_DELAY_S = 0.2  # lets every worker be waiting before the first request is due
 
 
 @dataclasses.dataclass(frozen=True)
 class BenchSpec:
+    """What one run sends and how: the target, the request's tensors, the generators.
+
+    The fields with help text are ``conveyor bench`` options (``conveyor.options``).
+    """
+
     target: TargetSpec
-    batch_size: int = 1
-    shapes: dict = dataclasses.field(default_factory=dict)
-    input_data: str = "random"
-    processes: int = 1
-    seed: int = 0
-    label: str = ""
+    batch_size: int = dataclasses.field(default=1, metadata=option(
+        "the first dimension of inputs whose first dimension is dynamic",
+        flags=("-b", "--batch-size")))
+    shapes: dict = dataclasses.field(default_factory=dict, metadata=option(
+        "an input's shape (without the batch dimension when the model batches); repeat "
+        "for more inputs (default: the model's, -1 as 1)", flags=("--shape",),
+        metavar="NAME:D1,D2", convert=parse_shapes))
+    input_data: str = dataclasses.field(default="random", metadata=option(
+        f"{' | '.join(INPUT_DATA)} | FILE.npz (arrays named by input)"))
+    processes: int = dataclasses.field(default=1, metadata=option(
+        "generator processes", flags=("-p", "--processes")))
+    seed: int = dataclasses.field(default=0, metadata=option(
+        "seed of the random inputs and of Poisson schedules"))
+    label: str = dataclasses.field(default="", metadata=option(
+        "name of this run in the table and plots (default: TRANSPORT MODEL)"))
     model_spec: ModelSpec | None = None  # skip asking the server (e.g. a canned peer)
 
 
@@ -54,11 +70,11 @@ def run_bench(bench: BenchSpec, points: Sequence[Point], *, progress: bool = Tru
             command=command if command is not None else " ".join(sys.argv),
         )
         if bench.processes == 1:
-            runner: LocalRunner | ProcessPool = LocalRunner(
-                lambda: make_client(spec, model, inputs, control)
+            runner: LocalRunner | GeneratorProcesses = LocalRunner(
+                lambda: make_client(spec, inputs, control)
             )
         else:
-            runner = ProcessPool(spec, model, inputs, bench.processes)
+            runner = GeneratorProcesses(spec, inputs, bench.processes)
         try:
             for point in points:
                 report.points.append(

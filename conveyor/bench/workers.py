@@ -1,10 +1,10 @@
-"""Where the load generator runs: in this process, or in several worker processes.
+"""Where the load generator runs: in this process, or in several generator processes.
 
 One Python process tops out at some thousands of requests per second (its event loop is
-the limit), so ``--processes N`` splits every point between N worker processes, each with
-its own event loop and connections, started once and reused for every point of a sweep.
-Workers are spawned (not forked): the parent may already hold gRPC channels, which do not
-survive a fork.
+the limit), so ``--processes N`` splits every point between N generator processes, each
+with its own event loop and connections, started once and reused for every point of a
+sweep. They are spawned (not forked): the parent may already hold gRPC channels, which do
+not survive a fork. Parent and generators talk in the typed messages of ``messages``.
 """
 
 from __future__ import annotations
@@ -13,13 +13,23 @@ import contextlib
 import multiprocessing
 import traceback
 from collections.abc import Callable, Mapping, MutableSequence
+from multiprocessing.connection import Connection
 
 import numpy as np
 
-from conveyor.bench.inputs import ModelSpec
 from conveyor.bench.loadgen import Point, WorkerResult, new_event_loop, run_point
+from conveyor.bench.messages import (
+    FromGenerator,
+    GeneratorFailed,
+    PointDone,
+    Ready,
+    RunPoint,
+    Stop,
+    ToGenerator,
+)
 from conveyor.bench.schedule import split_concurrency
-from conveyor.bench.targets.base import Client, TargetSpec, make_client
+from conveyor.bench.targets.base import Client, TargetSpec
+from conveyor.bench.targets.pick import make_client
 
 _START_TIMEOUT_S = 60.0
 
@@ -51,47 +61,48 @@ class LocalRunner:
         self._loop.close()
 
 
-def _worker_main(conn, spec, model, inputs, index, workers, progress) -> None:  # type: ignore[no-untyped-def]
+def _generator_main(conn: Connection, spec: TargetSpec, inputs: Mapping[str, np.ndarray],
+                    index: int, workers: int, progress: MutableSequence[int]) -> None:
     loop = new_event_loop()
     try:
-        client = make_client(spec, model, inputs)
+        client = make_client(spec, inputs)
     except Exception:
-        conn.send(("error", traceback.format_exc()))
+        conn.send(GeneratorFailed(None, traceback.format_exc()))
         return
-    conn.send(("ready", None))
+    conn.send(Ready(index))
     try:
         while True:
-            message = conn.recv()
-            if message[0] == "stop":
+            message: ToGenerator = conn.recv()
+            if isinstance(message, Stop):
                 break
-            _cmd, point, start_ns, slots = message
             try:
                 result = loop.run_until_complete(
-                    run_point(client, point, start_ns, slots=slots, worker=index,
-                              workers=workers, progress=progress)
+                    run_point(client, message.point, message.start_ns, slots=message.slots,
+                              worker=index, workers=workers, progress=progress)
                 )
-                conn.send(("result", result))
+                conn.send(PointDone(message.id, result))
             except Exception:
-                conn.send(("error", traceback.format_exc()))
+                conn.send(GeneratorFailed(message.id, traceback.format_exc()))
     finally:
         loop.run_until_complete(client.close())
         loop.close()
 
 
-class ProcessPool:
-    """``processes`` spawned workers, each driving its share of every point."""
+class GeneratorProcesses:
+    """``processes`` spawned generator processes, each driving its share of every point."""
 
-    def __init__(self, spec: TargetSpec, model: ModelSpec, inputs: Mapping[str, np.ndarray],
+    def __init__(self, spec: TargetSpec, inputs: Mapping[str, np.ndarray],
                  processes: int) -> None:
         context = multiprocessing.get_context("spawn")
         self.progress: MutableSequence[int] = context.Array("q", processes, lock=False)
-        self._conns = []
-        self._procs = []
+        self._conns: list[Connection] = []
+        self._procs: list[multiprocessing.process.BaseProcess] = []
+        self._next_id = 0
         for index in range(processes):
             parent, child = context.Pipe()
             proc = context.Process(
-                target=_worker_main,
-                args=(child, spec, model, dict(inputs), index, processes, self.progress),
+                target=_generator_main,
+                args=(child, spec, dict(inputs), index, processes, self.progress),
                 daemon=True,
                 name=f"conveyor-bench-{index}",
             )
@@ -101,33 +112,45 @@ class ProcessPool:
             self._procs.append(proc)
         try:
             for conn in self._conns:
-                self._receive(conn, _START_TIMEOUT_S, "ready")
+                self._receive(conn, _START_TIMEOUT_S, Ready)
         except BaseException:
             self.close()
             raise
 
     @staticmethod
-    def _receive(conn, timeout: float, expected: str):  # type: ignore[no-untyped-def]
+    def _receive(conn: Connection, timeout: float, expected: type) -> FromGenerator:
         if not conn.poll(timeout):
-            raise TimeoutError(f"a generator worker did not answer within {timeout:.0f} s")
-        kind, payload = conn.recv()
-        if kind == "error":
-            raise RuntimeError(f"a generator worker failed:\n{payload}")
-        assert kind == expected, kind
-        return payload
+            raise TimeoutError(f"a generator process did not answer within {timeout:.0f} s")
+        message: FromGenerator = conn.recv()
+        if isinstance(message, GeneratorFailed):
+            raise RuntimeError(f"a generator process failed:\n{message.traceback}")
+        if not isinstance(message, expected):
+            raise RuntimeError(
+                f"a generator process sent {message!r}, expected {expected.__name__}"
+            )
+        return message
 
     def run(self, point: Point, start_ns: int) -> list[WorkerResult]:
         for i in range(len(self.progress)):
             self.progress[i] = 0
+        self._next_id += 1
+        run_id = self._next_id
         for conn, slots in zip(self._conns, _slots(point, len(self._conns)), strict=True):
-            conn.send(("run", point, start_ns, slots))
+            conn.send(RunPoint(run_id, point, start_ns, slots))
         limit = point.warmup_s + point.duration_s + point.drain_s + 30.0
-        return [self._receive(conn, limit, "result") for conn in self._conns]
+        results = []
+        for conn in self._conns:
+            done = self._receive(conn, limit, PointDone)
+            assert isinstance(done, PointDone)
+            if done.id != run_id:
+                raise RuntimeError(f"a generator answered point {done.id} when {run_id} ran")
+            results.append(done.result)
+        return results
 
     def close(self) -> None:
         for conn in self._conns:
-            with contextlib.suppress(OSError):  # a worker that died already
-                conn.send(("stop",))
+            with contextlib.suppress(OSError):  # a generator that died already
+                conn.send(Stop())
         for proc in self._procs:
             proc.join(timeout=10)
             if proc.is_alive():

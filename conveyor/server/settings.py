@@ -2,19 +2,20 @@
 
 Each field is typed once, here, with its help text in the field's metadata; ``conveyor
 serve`` builds its options from these fields and turns the parsed options back into a
-:class:`Settings`, so the parameter list is never written out twice.
+:class:`Settings`, so the parameter list is never written out twice. The generic part
+(dataclass fields -> argparse options) is ``conveyor.options``, shared with ``conveyor
+bench``.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import enum
 import os
-import types
-from collections.abc import Mapping, Sequence
-from typing import Any, Union, get_args, get_origin, get_type_hints
+from collections.abc import Mapping
+from typing import Any
 
+from conveyor import options
 from conveyor.engine.engine import ModelControl
 from conveyor.protocol.limits import DEFAULT_MAX_MESSAGE_BYTES
 
@@ -31,8 +32,7 @@ DEFAULT_LISTEN_BACKLOG = 2048
 AUTH_TOKEN_ENV = "CONVEYOR_AUTH_TOKEN"
 
 
-def _option(help: str, **extra: Any) -> Any:
-    return {"help": help, **extra}
+_option = options.option
 
 
 @dataclasses.dataclass(frozen=True)
@@ -187,53 +187,9 @@ def _valid_token(token: str) -> bool:
 
 def add_arguments(parser: argparse.ArgumentParser, cls: type = Settings) -> None:
     """Add one command-line option per field of ``cls`` (a dataclass)."""
-    hints = get_type_hints(cls)
-    for field in dataclasses.fields(cls):
-        meta = dict(field.metadata)
-        kind = _base_type(hints[field.name])
-        kwargs: dict[str, Any] = {"help": meta.pop("help", None), "dest": field.name}
-        positional = meta.pop("positional", False)
-        kwargs.update(meta)
-        if kind is bool:
-            kwargs["action"] = argparse.BooleanOptionalAction
-        elif issubclass(kind, enum.Enum):  # its values are the choices; the field converts
-            kwargs["type"] = str
-            kwargs["choices"] = [member.value for member in kind]
-        elif kind is tuple:
-            kwargs["action"] = "append"
-            kwargs["metavar"] = field.name.upper().removesuffix("S")
-        else:
-            kwargs["type"] = kind
-        kwargs["default"] = argparse.SUPPRESS  # unset options keep the dataclass default
-        if positional:
-            del kwargs["dest"]
-            parser.add_argument(field.name, nargs="?", **kwargs)
-        else:
-            if "(default:" not in kwargs["help"]:
-                kwargs["help"] = f"{kwargs['help']} (default: {_shown(field.default)})"
-            parser.add_argument("--" + field.name.replace("_", "-"), **kwargs)
+    options.add_arguments(parser, cls)
 
 
 def from_arguments(args: argparse.Namespace, cls: type = Settings) -> Any:
     """The dataclass ``cls`` from parsed options; fields not given keep their defaults."""
-    values = {}
-    for field in dataclasses.fields(cls):
-        if hasattr(args, field.name):
-            value = getattr(args, field.name)
-            values[field.name] = tuple(value) if isinstance(value, list) else value
-    return cls(**values)
-
-
-def _base_type(hint: Any) -> type:
-    """``int`` from ``int``, ``str`` from ``str | None``, ``tuple`` from ``tuple[str, ...]``."""
-    origin = get_origin(hint)
-    if origin in (Union, types.UnionType):
-        hint = next(arg for arg in get_args(hint) if arg is not type(None))
-        origin = get_origin(hint)
-    return origin if origin is not None else hint
-
-
-def _shown(default: Any) -> str:
-    if isinstance(default, Sequence) and not isinstance(default, str):
-        return "none" if not default else ", ".join(map(str, default))
-    return str(default)
+    return options.from_arguments(args, cls)

@@ -73,3 +73,30 @@ def test_an_unknown_model_is_a_clear_error(server, capsys):
     for url in (server.http_url, server.grpc_url):
         assert main(["bench", "nope", "--url", url, "-q"]) == 1
         assert "nope" in capsys.readouterr().err
+
+
+def test_open_loop_generator_sleeps_between_sends_and_reports_its_cpu(server):
+    # 500 req/s leaves the generator idle most of the time: by default it sleeps until each
+    # send instead of spinning, so its CPU (process time / wall time) is well below a core,
+    # and the timers' granularity keeps the send lag within about one schedule gap.
+    rate = 500
+    report = run_bench(BenchSpec(_target(server, "binary")),
+                       [Point(rate=rate, warmup_s=0.2, duration_s=2.0, drain_s=10.0)],
+                       progress=False)
+    (point,) = report.points
+    assert point.errors == 0, point.error_samples
+    assert point.generator_cpu < 0.5, point.generator_cpu
+    gap_ms = 1000 / rate
+    assert point.send_lag_ms is not None
+    assert point.send_lag_ms["p50"] < gap_ms, point.send_lag_ms
+
+
+def test_spinning_is_an_option_that_costs_cpu(server):
+    # The busy-wait is there for who asks for it: it keeps the generator on the CPU.
+    def cpu(spin_s: float) -> float:
+        report = run_bench(BenchSpec(_target(server, "binary")),
+                           [Point(rate=200, warmup_s=0.1, duration_s=1.0, spin_s=spin_s)],
+                           progress=False)
+        return report.points[0].generator_cpu
+
+    assert cpu(0.004) > cpu(0.0)

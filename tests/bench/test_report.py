@@ -1,6 +1,7 @@
 """Report files, plots and the command line, on short in-process runs."""
 
 import json
+import sys
 
 import pytest
 
@@ -74,3 +75,32 @@ def test_cli_open_loop_and_bad_arguments(tmp_path, capsys):
         main(["bench", "--help"])
     assert exc.value.code == 0
     assert "--request-rate" in capsys.readouterr().out
+
+
+def test_plot_labels_milliseconds_plainly_and_keeps_the_p90_dashes(report):
+    import matplotlib.pyplot as plt
+
+    from conveyor.bench.plot import default_title, draw
+
+    assert default_title([report]) == "mlp via inprocess, concurrency 1-4"
+    fig = draw([report])
+    try:
+        fig.canvas.draw()
+        (ax,) = fig.axes
+        labels = [t.get_text() for t in ax.get_yticklabels() if t.get_text()]
+        assert labels and all("10^" not in x and "\\times" not in x for x in labels), labels
+        assert all(float(x) > 0 for x in labels)  # plain numbers: "0.5", "1", "2", "5"
+        assert ax.get_title() == "mlp via inprocess, concurrency 1-4"
+        handles = {h.get_label(): h for h in ax.get_legend().legend_handles}
+        assert handles["p90"].get_linestyle() == "--" and handles["p90"].get_marker() in (
+            "None", "", None)
+        assert "mlp in-process" in handles
+    finally:
+        plt.close(fig)
+
+
+def test_plot_without_matplotlib_says_what_to_install(monkeypatch, tmp_path, capsys):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
+    code = main(["bench", "tiny", "--url", "inprocess", "-q", "--plot", str(tmp_path / "p.png")])
+    assert code == 2
+    assert "pip install 'conveyor[bench]'" in capsys.readouterr().err

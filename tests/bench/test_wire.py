@@ -1,13 +1,16 @@
-"""The generator's own V2 encoding, checked against tritonclient's generated protobuf classes."""
+"""The generator's prebuilt requests (made by conveyor.protocol), checked against tritonclient's
+generated protobuf classes and the binary extension; its control side against a real server."""
 
 import numpy as np
 import orjson
 import pytest
 
-from conveyor.bench.targets import pbwire
+from conveyor.bench.inputs import InputSpec
 from conveyor.bench.targets.base import TargetSpec
 from conveyor.bench.targets.grpc import build_request as grpc_request
+from conveyor.bench.targets.grpc_stream import with_id
 from conveyor.bench.targets.http import build_request as http_request
+from conveyor.bench.targets.pick import make_control
 from conveyor.protocol.grpc._generated import grpc_service_pb2 as conveyor_pb2
 
 triton_pb2 = pytest.importorskip("tritonclient.grpc.service_pb2")
@@ -22,11 +25,10 @@ INPUTS = {
     "INPUT0": np.arange(6, dtype=np.float32).reshape(2, 3),
     "NAMES": np.array([b"ab", b"", b"\xff"], dtype=object),
 }
-DECLARED = {"INPUT0": "FP32", "NAMES": "BYTES"}
 
 
 def test_grpc_infer_request_parses_as_the_v2_message(service_pb2):
-    data = grpc_request(TargetSpec("grpc://h:1", "m", version="3"), INPUTS, DECLARED)
+    data = grpc_request(TargetSpec("grpc://h:1", "m", version="3"), INPUTS)
     msg = service_pb2.ModelInferRequest.FromString(data)
     assert (msg.model_name, msg.model_version) == ("m", "3")
     assert [(t.name, t.datatype, list(t.shape)) for t in msg.inputs] == [
@@ -35,42 +37,39 @@ def test_grpc_infer_request_parses_as_the_v2_message(service_pb2):
     assert msg.raw_input_contents[1] == b"\x02\0\0\0ab\0\0\0\0\x01\0\0\0\xff"
 
 
-def test_negative_dimensions_round_trip(service_pb2):
-    data = pbwire.field_packed_int64(3, [-1, 16])
-    tensor = service_pb2.ModelMetadataResponse.TensorMetadata.FromString(data)
-    assert list(tensor.shape) == [-1, 16]
+def test_a_stream_request_carries_its_id_and_keeps_its_tensors(service_pb2):
+    data = with_id(grpc_request(TargetSpec("grpc://h:1", "m"), INPUTS), "41")
+    msg = service_pb2.ModelInferRequest.FromString(data)
+    assert (msg.model_name, msg.id) == ("m", "41")
+    assert msg.raw_input_contents[0] == INPUTS["INPUT0"].tobytes()
 
 
-def test_grpc_responses_are_read_like_the_http_json(service_pb2):
-    meta = service_pb2.ModelMetadataResponse(
-        name="mlp", versions=["1"], platform="onnxruntime_onnx",
-        inputs=[service_pb2.ModelMetadataResponse.TensorMetadata(
-            name="INPUT0", datatype="FP32", shape=[-1, 256])],
-        outputs=[service_pb2.ModelMetadataResponse.TensorMetadata(
-            name="OUTPUT0", datatype="FP32", shape=[-1, 16])],
-    )
-    assert pbwire.metadata_response(meta.SerializeToString()) == {
-        "name": "mlp", "versions": ["1"], "platform": "onnxruntime_onnx",
-        "inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [-1, 256]}],
-        "outputs": [{"name": "OUTPUT0", "datatype": "FP32", "shape": [-1, 16]}],
-    }
-    duration = service_pb2.StatisticDuration
-    stats = service_pb2.ModelStatisticsResponse(model_stats=[service_pb2.ModelStatistics(
-        name="mlp", version="1", inference_count=40, execution_count=5,
-        inference_stats=service_pb2.InferStatistics(
-            success=duration(count=10, ns=1000), queue=duration(count=10, ns=300),
-            compute_infer=duration(count=10, ns=500)),
-    )])
-    body = pbwire.statistics_response(stats.SerializeToString())
-    (model,) = body["model_stats"]
-    assert (model["name"], model["version"], model["inference_count"],
-            model["execution_count"]) == ("mlp", "1", 40, 5)
-    assert model["inference_stats"]["queue"] == {"count": 10, "ns": 300}
-    assert model["inference_stats"]["compute_infer"] == {"count": 10, "ns": 500}
+@pytest.fixture(scope="module")
+def server():
+    from conveyor.testing import run_server
+
+    with run_server() as running:
+        yield running
+
+
+def test_grpc_control_reads_what_http_control_reads(server):
+    # The negative batch dimension and the statistics come through either transport alike.
+    described = {}
+    for url in (server.http_url, server.grpc_url):
+        control = make_control(TargetSpec(url, "mlp"))
+        try:
+            described[url] = (control.describe(), control.statistics())
+        finally:
+            control.close()
+    (http_model, http_stats), (grpc_model, grpc_stats) = described.values()
+    assert grpc_model == http_model
+    assert grpc_model.inputs[0] == InputSpec("INPUT0", "FP32", (-1, 256))
+    assert grpc_model.max_batch_size is not None and grpc_model.max_batch_size > 0
+    assert grpc_stats is not None and grpc_stats == http_stats
 
 
 def test_http_binary_request_follows_the_binary_extension():
-    data = http_request(TargetSpec("http://h:1", "m"), INPUTS, DECLARED)
+    data = http_request(TargetSpec("http://h:1", "m"), INPUTS)
     head, body = data.split(b"\r\n\r\n", 1)
     lines = head.decode().split("\r\n")
     assert lines[0] == "POST /v2/models/m/infer HTTP/1.1"
@@ -85,8 +84,10 @@ def test_http_binary_request_follows_the_binary_extension():
 
 
 def test_http_json_request_is_plain_v2():
+    # JSON carries BYTES as UTF-8 strings, so the third element is text here (b"\xff" cannot).
+    text_inputs = {**INPUTS, "NAMES": np.array([b"ab", b"", "\u00e9".encode()], dtype=object)}
     data = http_request(TargetSpec("http://h:1", "m", version="2", encoding="json"),
-                        INPUTS, DECLARED)
+                        text_inputs)
     head, body = data.split(b"\r\n\r\n", 1)
     assert head.startswith(b"POST /v2/models/m/versions/2/infer HTTP/1.1")
     assert b"Content-Type: application/json" in head

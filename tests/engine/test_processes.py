@@ -8,7 +8,6 @@ cancellation, queue limits, statistics, draining) run for process instances too,
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import subprocess
@@ -24,14 +23,12 @@ import psutil
 import pytest
 
 import conveyor
+from benchmarks import process_memory, process_scaling
 from conveyor import Engine
 from conveyor.examples import onnx_models
 from conveyor.protocol.datatypes import numpy_dtype
 from conveyor.repository.config import parse_config
 from tests.conftest import RepoBuilder
-
-ROOT = Path(__file__).resolve().parents[2]
-
 
 # -- helpers -------------------------------------------------------------------------------
 
@@ -183,19 +180,10 @@ def test_workers_are_forked_from_one_load_in_a_zygote(repo: RepoBuilder):
     assert os.getpid() not in pids
 
 
-def test_four_workers_hold_the_weights_once():
-    done = subprocess.run(
-        [
-            *(sys.executable, str(ROOT / "bench" / "process_memory.py"), "--json"),
-            *("--megabytes", "256", "--configs", "process-1,process-4"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-    results = json.loads(done.stdout)["results"]
-    one, four = results["process-1"], results["process-4"]
+def test_four_workers_hold_the_weights_once(tmp_path: Path):
+    # Each configuration is served in a child process of its own: its memory is the measure.
+    one, four = (process_memory.measure(name, 256, tmp_path) for name in ("process-1", "process-4"))
+    results = {"process-1": one, "process-4": four}
     assert four["workers_seen"] == 4 and four["processes"] == one["processes"] + 3
     assert four["pss"] <= 1.25 * one["pss"], results
     assert four["rss"] > 3 * 256 * 2**20  # each worker does map the 256 MiB: it is shared
@@ -701,17 +689,9 @@ def test_process_instances_scale_a_gil_bound_model_where_threads_do_not():
     share = free_cores()
     if share < 0.85:  # other programs on these cores would decide a throughput test
         pytest.skip(f"two cores are not free (a spinning process got {share:.0%} of one)")
-    done = subprocess.run(
-        [
-            *(sys.executable, str(ROOT / "bench" / "process_scaling.py"), "--json"),
-            *("--rounds", "8", "--window", "0.3", "--model-ms", "8"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-    results = {(r["kind"], r["instances"]): r for r in json.loads(done.stdout)["results"]}
+    loops = process_scaling.loop_count(8.0)  # a request of ~8 ms
+    rows = process_scaling.summarise(process_scaling.measure(loops, rounds=8, window=0.3))
+    results = {(r["kind"], r["instances"]): r for r in rows}
     process = results[("process", 2)]["speedup_rounds"]  # x2 / x1, round by round
     thread = results[("thread", 2)]["speedup"]  # the median over rounds
     # On two idle cores process x2 / x1 is ~2.0 in every round (README). Other programs on

@@ -4,13 +4,12 @@
   excess refused fast (503), admitted latency bounded by queue x service time, RSS bounded,
   throughput back to normal right after;
 - SIGTERM under gRPC load: every admitted request answered, exit 0;
-- soak: 15 s of steady load, flat RSS and open file descriptors (bench/soak.py, longer).
+- soak: 15 s of steady load, flat RSS and open file descriptors (benchmarks/soak.py, longer).
 """
 
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 import signal
 import time
@@ -24,6 +23,7 @@ import tritonclient.grpc as grpcclient
 from rel_util import SLEEP_CONFIG, SLEEP_MODEL, metric, python_model, wait_until
 from tritonclient.utils import InferenceServerException
 
+from benchmarks.soak import soak
 from conveyor.testing import RunningServer, run_server
 
 SERVICE_S = 0.02  # one request's compute: 20 ms, one instance -> 50 requests/s
@@ -215,18 +215,9 @@ def test_unloading_under_load_finishes_every_admitted_request(tmp_path: Path) ->
     assert_each_answered(results, 8)
 
 
-def _soak_module():  # type: ignore[no-untyped-def]
-    path = Path(__file__).resolve().parents[2] / "bench" / "soak.py"
-    spec = importlib.util.spec_from_file_location("_conveyor_bench_soak", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.mark.timeout(60)
 def test_a_short_soak_holds_memory_and_descriptors_flat() -> None:
-    result = _soak_module().soak(15.0, clients=3)
+    result = soak(15.0, clients=3)
     assert result["requests_failed"] == 0 and result["requests_ok"] > 1000, result
     assert result["exit_code"] == 0
     # Flat: under 1 MiB/s of growth once warm, and no descriptor left behind.

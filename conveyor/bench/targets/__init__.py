@@ -2,9 +2,6 @@
 
 Each target has a control side (``describe``, ``statistics``; blocking, used by the runner
 between measurements) and an async ``Client`` that sends one prepared request per
-``infer()`` call (used by the load generator in each worker process).
+``infer()`` call (used by the load generator in each generator process). ``pick`` builds
+the pair for a URL; the interface lives in ``base``, which imports no implementation.
 """
-
-from conveyor.bench.targets.base import Client, Control, TargetSpec, make_client, make_control
-
-__all__ = ["Client", "Control", "TargetSpec", "make_client", "make_control"]

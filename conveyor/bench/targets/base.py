@@ -1,16 +1,18 @@
-"""The target interface: a URL picks the implementation, by name (``inprocess``, http, grpc)."""
+"""The target interface: what to send to (``TargetSpec``) and the two sides of a target.
+
+The implementations import this module; ``pick`` maps a URL to one of them, so nothing
+here imports an implementation.
+"""
 
 from __future__ import annotations
 
 import abc
 import dataclasses
-from collections.abc import Mapping
 from urllib.parse import urlsplit
-
-import numpy as np
 
 from conveyor.bench.inputs import ModelSpec
 from conveyor.bench.server_stats import StatsTotals
+from conveyor.options import option
 
 SCHEMES = ("inprocess", "http", "grpc")
 ENCODINGS = ("binary", "json")
@@ -20,13 +22,25 @@ ENCODINGS = ("binary", "json")
 class TargetSpec:
     """Where and what to send to; picklable, so worker processes rebuild their clients from it."""
 
-    url: str
-    model: str
-    version: str = ""
-    encoding: str = "binary"  # HTTP only: the binary tensor extension or plain JSON
-    streaming: bool = False  # gRPC only: every request on one ModelStreamInfer stream
-    repository: str | None = None  # inprocess only: None = the built-in examples
+    url: str = dataclasses.field(metadata=option(
+        "inprocess, http://HOST:PORT or grpc://HOST:PORT", default="http://127.0.0.1:8000"))
+    model: str = dataclasses.field(metadata=option("model name", positional=True))
+    version: str = dataclasses.field(default="", metadata=option(
+        "model version (default: the server's choice)", flags=("--model-version",)))
+    encoding: str = dataclasses.field(default="binary", metadata=option(
+        "HTTP tensors: the binary extension or plain JSON", choices=ENCODINGS))
+    streaming: bool = dataclasses.field(default=False, metadata=option(
+        "gRPC: send every request on one ModelStreamInfer stream per generator process"))
+    repository: str | None = dataclasses.field(default=None, metadata=option(
+        "inprocess: model repository (default: the built-in examples)"))
     timeout_s: float = 30.0  # control-plane calls (metadata, statistics)
+
+    def __post_init__(self) -> None:
+        scheme = self.scheme  # checks the URL
+        if self.streaming and scheme != "grpc":
+            raise ValueError("streaming (--streaming) is for grpc:// targets")
+        if self.encoding not in ENCODINGS:
+            raise ValueError(f"encoding must be one of {ENCODINGS}, got {self.encoding!r}")
 
     @property
     def scheme(self) -> str:
@@ -80,46 +94,3 @@ class Client(abc.ABC):
 
 class RequestFailed(Exception):
     """A request the server answered with an error (status and the server's message)."""
-
-
-def make_control(spec: TargetSpec) -> Control:
-    scheme = spec.scheme
-    if scheme == "inprocess":
-        from conveyor.bench.targets.inprocess import InProcessControl
-
-        return InProcessControl(spec)
-    if scheme == "http":
-        from conveyor.bench.targets.http import HttpControl
-
-        return HttpControl(spec)
-    from conveyor.bench.targets.grpc import GrpcControl
-
-    return GrpcControl(spec)
-
-
-def make_client(
-    spec: TargetSpec,
-    model: ModelSpec,
-    inputs: Mapping[str, np.ndarray],
-    control: Control | None = None,
-) -> Client:
-    """A client for one worker; ``control`` is needed for ``inprocess`` (it owns the engine)."""
-    declared = {t.name: t.datatype for t in model.inputs}
-    scheme = spec.scheme
-    if scheme == "inprocess":
-        from conveyor.bench.targets.inprocess import InProcessClient, InProcessControl
-
-        if not isinstance(control, InProcessControl):
-            raise ValueError("the inprocess target runs in the process that loaded the engine")
-        return InProcessClient(control.engine, spec, inputs)
-    if scheme == "http":
-        from conveyor.bench.targets.http import HttpClient
-
-        return HttpClient(spec, inputs, declared)
-    if spec.streaming:
-        from conveyor.bench.targets.grpc_stream import GrpcStreamClient
-
-        return GrpcStreamClient(spec, inputs, declared)
-    from conveyor.bench.targets.grpc import GrpcClient
-
-    return GrpcClient(spec, inputs, declared)

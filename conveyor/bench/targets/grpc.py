@@ -1,24 +1,30 @@
-"""V2 over gRPC (``inference.GRPCInferenceService``): raw tensor contents, prebuilt messages.
+"""V2 over gRPC (``inference.GRPCInferenceService``): raw tensor contents, a prebuilt message.
 
-Requests are serialized once (``pbwire``) and sent as bytes with no serializer; answers
-come back as bytes and only the presence of ``raw_output_contents`` is checked, so the
-generator pays for the call and nothing else.
+The ModelInferRequest is built once with the generated messages and ``wire.join_raw``
+(the tensors joined straight from their numpy buffers) and sent as bytes with no
+serializer; answers come back as bytes and are not parsed, so the generator pays for the
+call and nothing else. The control side is a blocking channel with the generated
+messages: the generator's channels live on its own event loop, and a second asyncio gRPC
+loop in the same process (an async client's) would share grpc's completion queue with it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import grpc
 import numpy as np
+from google.protobuf import json_format
 
 from conveyor.bench.inputs import ModelSpec
 from conveyor.bench.server_stats import StatsTotals
-from conveyor.bench.targets import pbwire
 from conveyor.bench.targets.base import Client, Control, RequestFailed, TargetSpec
-from conveyor.bench.targets.http_wire import raw_contents
+from conveyor.protocol.grpc import converters, wire
+from conveyor.protocol.grpc._generated import grpc_service_pb2 as pb
+from conveyor.protocol.grpc.methods import METHODS
 
-SERVICE = "/inference.GRPCInferenceService/"
+INFER_PATH = METHODS["ModelInfer"].path
 # No limit on message size: the 4 MiB tensor is the point of one of the scenarios.
 CHANNEL_OPTIONS = [
     ("grpc.max_send_message_length", -1),
@@ -32,61 +38,65 @@ class GrpcControl(Control):
         host, port = spec.address
         self._channel = grpc.insecure_channel(f"{host}:{port}", options=CHANNEL_OPTIONS)
 
-    def _call(self, method: str, request: bytes) -> bytes:
-        call = self._channel.unary_unary(SERVICE + method)
+    def _call(self, name: str, message_class: type) -> Any:
+        method = METHODS[name]
+        call = self._channel.unary_unary(
+            method.path,
+            request_serializer=method.request.SerializeToString,
+            response_deserializer=method.response.FromString,
+        )
+        request = message_class(name=self.spec.model, version=self.spec.version)
         return call(request, timeout=self.spec.timeout_s)
 
     def describe(self) -> ModelSpec:
-        request = pbwire.string_request(self.spec.model, self.spec.version)
         try:
-            metadata = pbwire.metadata_response(self._call("ModelMetadata", request))
+            metadata = self._call("ModelMetadata", pb.ModelMetadataRequest)
         except grpc.RpcError as exc:
-            raise RequestFailed(f"ModelMetadata: {exc.code().name}: {exc.details()}") from None
+            raise RequestFailed(f"{self.spec.url}: model {self.spec.model!r}: ModelMetadata: "
+                                f"{exc.code().name}: {exc.details()}") from None
         try:
-            max_batch: int | None = pbwire.config_max_batch_size(
-                self._call("ModelConfig", request)
-            )
+            config = self._call("ModelConfig", pb.ModelConfigRequest).config
+            max_batch: int | None = config.max_batch_size
         except grpc.RpcError:
             max_batch = None  # a V2 server without Triton's ModelConfig (MLServer)
-        return ModelSpec.from_metadata(metadata, max_batch)
+        return ModelSpec.from_metadata(_as_json(metadata), max_batch)
 
     def statistics(self) -> StatsTotals | None:
-        request = pbwire.string_request(self.spec.model, self.spec.version)
         try:
-            body = pbwire.statistics_response(self._call("ModelStatistics", request))
-        except (grpc.RpcError, ValueError, IndexError):  # no usable statistics: report none
+            response = self._call("ModelStatistics", pb.ModelStatisticsRequest)
+        except grpc.RpcError:  # no statistics extension: report none
             return None
-        return StatsTotals.from_json(body, self.spec.model, self.spec.version)
+        return StatsTotals.from_json(_as_json(response), self.spec.model, self.spec.version)
 
     def close(self) -> None:
         self._channel.close()
 
 
-def build_request(spec: TargetSpec, inputs: Mapping[str, np.ndarray],
-                  declared: Mapping[str, str]) -> bytes:
-    tensors = {}
-    for name, array in inputs.items():
-        datatype = declared.get(name) or ("BYTES" if array.dtype == object else "")
-        if not datatype:
-            from conveyor.protocol.datatypes import datatype_of
+def _as_json(message: Any) -> dict:
+    """A response as the HTTP JSON it mirrors (64-bit counts come as strings; readers int())."""
+    return json_format.MessageToDict(
+        message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
+    )
 
-            datatype = datatype_of(array.dtype)
-        tensors[name] = (datatype, array.shape, raw_contents(array, datatype))
-    return pbwire.infer_request(spec.model, spec.version, tensors)
+
+def build_request(spec: TargetSpec, inputs: Mapping[str, np.ndarray]) -> bytes:
+    """A serialized ModelInferRequest carrying ``inputs`` in raw_input_contents."""
+    request = pb.ModelInferRequest(model_name=spec.model, model_version=spec.version)
+    buffers = converters.add_inputs(request, inputs)
+    return wire.join_raw(request, wire.RAW_INPUT_FIELD, buffers)
 
 
 class GrpcClient(Client):
-    def __init__(self, spec: TargetSpec, inputs: Mapping[str, np.ndarray],
-                 declared: Mapping[str, str]) -> None:
-        self._request = build_request(spec, inputs, declared)
+    def __init__(self, spec: TargetSpec, inputs: Mapping[str, np.ndarray]) -> None:
+        self._request = build_request(spec, inputs)
         host, port = spec.address
         self._target = f"{host}:{port}"
-        self._call = None
+        self._call: Any = None  # opened on the loop that first sends
 
     async def infer(self) -> None:
         if self._call is None:  # the channel belongs to the loop that first uses it
             self._channel = grpc.aio.insecure_channel(self._target, options=CHANNEL_OPTIONS)
-            self._call = self._channel.unary_unary(SERVICE + "ModelInfer")
+            self._call = self._channel.unary_unary(INFER_PATH)
         try:
             await self._call(self._request)
         except grpc.aio.AioRpcError as exc:

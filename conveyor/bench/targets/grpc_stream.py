@@ -3,51 +3,53 @@
 A unary gRPC call costs the Python client about as much as the server's whole work on a
 small model (see ``conveyor bench ceiling``); on a stream each request is one message,
 which roughly doubles what one generator core can send. Answers come back in completion
-order, so every request carries an ``id`` (field 3, appended to the prebuilt message:
-protobuf fields may come in any order) and one reader task hands each answer to its waiter.
+order, so every request carries an ``id`` and one reader task hands each answer to its
+waiter. The id is a one-field ModelInferRequest serialized on its own and appended to the
+prebuilt message (protobuf merges concatenated messages), so the tensors are never
+serialized again.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
+from typing import Any
 
 import grpc
 import numpy as np
 
-from conveyor.bench.targets import pbwire
 from conveyor.bench.targets.base import Client, RequestFailed, TargetSpec
-from conveyor.bench.targets.grpc import CHANNEL_OPTIONS, SERVICE, build_request
+from conveyor.bench.targets.grpc import CHANNEL_OPTIONS, build_request
+from conveyor.protocol.grpc._generated import grpc_service_pb2 as pb
+from conveyor.protocol.grpc.methods import METHODS
+
+STREAM_PATH = METHODS["ModelStreamInfer"].path
 
 
 def answer_of(message: bytes) -> tuple[str, str]:
-    """(request id, error message) of a ModelStreamInferResponse."""
-    error = ""
-    request_id = ""
-    for field, _wire, value in pbwire.fields(message):
-        if field == 1:
-            error = bytes(value).decode("utf-8", "replace")  # type: ignore[arg-type]
-        elif field == 2:
-            for inner, _w, inner_value in pbwire.fields(value):  # type: ignore[arg-type]
-                if inner == 3:
-                    request_id = bytes(inner_value).decode()  # type: ignore[arg-type]
-    return request_id, error
+    """(request id, error message) of a serialized ModelStreamInferResponse."""
+    answer = pb.ModelStreamInferResponse.FromString(message)
+    return answer.infer_response.id, answer.error_message
+
+
+def with_id(request: bytes, request_id: str) -> bytes:
+    """The prebuilt ``request`` with its ``id`` set."""
+    return request + pb.ModelInferRequest(id=request_id).SerializeToString()
 
 
 class GrpcStreamClient(Client):
-    def __init__(self, spec: TargetSpec, inputs: Mapping[str, np.ndarray],
-                 declared: Mapping[str, str]) -> None:
-        self._request = build_request(spec, inputs, declared)
+    def __init__(self, spec: TargetSpec, inputs: Mapping[str, np.ndarray]) -> None:
+        self._request = build_request(spec, inputs)
         host, port = spec.address
         self._target = f"{host}:{port}"
-        self._call = None
+        self._call: Any = None  # opened on the loop that first sends
         self._waiting: dict[str, asyncio.Future[None]] = {}
         self._next = 0
         self._write_lock: asyncio.Lock | None = None
 
     async def _open(self) -> None:
         self._channel = grpc.aio.insecure_channel(self._target, options=CHANNEL_OPTIONS)
-        self._call = self._channel.stream_stream(SERVICE + "ModelStreamInfer")()
+        self._call = self._channel.stream_stream(STREAM_PATH)()
         self._write_lock = asyncio.Lock()
         self._reader = asyncio.create_task(self._read())
 
@@ -88,7 +90,7 @@ class GrpcStreamClient(Client):
         self._waiting[request_id] = waiter
         try:
             async with self._write_lock:  # one write at a time on a stream
-                await self._call.write(self._request + pbwire.field_bytes(3, request_id))
+                await self._call.write(with_id(self._request, request_id))
             await waiter
         finally:
             self._waiting.pop(request_id, None)

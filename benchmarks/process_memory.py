@@ -7,8 +7,8 @@ each shared page between the processes that map it, so the sum is what the machi
 spends. "per-worker copies" builds the weights in each worker instead (on its first
 request), which is what one loaded copy per worker process costs.
 
-    PYTHONPATH=. python bench/process_memory.py                 # table
-    PYTHONPATH=. python bench/process_memory.py --json --configs process-1,process-4
+    python -m benchmarks.process_memory                 # table
+    python -m benchmarks.process_memory --json --configs process-1,process-4
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The benchmark suite: one command, fixed scenarios, one Markdown table and plots.
 
-    python bench/run.py            # about 5 minutes: 5 s per point after a 1 s warm-up
-    python bench/run.py --quick    # a smoke run: about 1 s per point
+    python -m benchmarks.run            # about 5 minutes: 5 s per point after a 1 s warm-up
+    python -m benchmarks.run --quick    # a smoke run: about 1 s per point
 
 Scenarios: models ``tiny``, ``mlp`` (dynamic batching on) and ``identity`` with a 4 MiB FP32
 tensor; transports HTTP with binary tensors, HTTP with JSON, and gRPC with raw contents;
@@ -12,7 +12,7 @@ same generator in one process, no server) and their ratio. ``conveyor serve`` ru
 pinned to core 0, and so does the in-process run; the generator runs on core 1 (where the
 machine has two cores).
 
-Writes bench/results/suite.md (the table), suite.json (every report) and one plot per
+Writes benchmarks/results/suite.md (the table), suite.json (every report) and one plot per
 model (latency percentiles against throughput, all transports), then prints the table.
 """
 
@@ -25,9 +25,8 @@ import sys
 import time
 from collections.abc import Sequence
 
-import common
-from common import IDENTITY_SHAPE, RESULTS, markdown, ms, pin_plan, pinned, rate, serve
-
+from benchmarks import common
+from benchmarks.common import IDENTITY_SHAPE, RESULTS, markdown, ms, pin_plan, pinned, rate, serve
 from conveyor.bench import BenchSpec, Point, Report, TargetSpec, run_bench
 from conveyor.bench.plot import plot_reports
 
@@ -100,14 +99,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 spec = target(transport, model, http_url, grpc_url)
                 reports[(model, transport)] = run_bench(
                     BenchSpec(spec, shapes=shapes, label=f"{transport} {model}"), points,
-                    command="python bench/run.py")
+                    command="python -m benchmarks.run")
     for model in models:
         plot_reports([r for (m, _t), r in reports.items() if m == model], out / f"{model}.png",
                      title=f"{model}: conveyor serve vs in-process")
     pinning = (f"server and in-process runs on core {sorted(server_cpus)[0]}, generator on "
                f"core {sorted(generator_cpus)[0]}" if server_cpus and generator_cpus
                else "not pinned (fewer than 2 cores)")
-    command = "python bench/run.py " + shlex.join(list(argv if argv is not None else
+    command = "python -m benchmarks.run " + shlex.join(list(argv if argv is not None else
                                                           sys.argv[1:]))
     text = "\n".join([
         f"Measured {common.today()} on {common.machine_line()}; {pinning}; closed loop, "

@@ -8,8 +8,8 @@ programs on the machine falls on all of them alike. Reported: the median over ro
 each configuration's requests/s, and of its ratio to x1 of the same kind in that round.
 Prints a table and writes a bar chart (matplotlib, Agg).
 
-    PYTHONPATH=. python bench/process_scaling.py                           # table + plot
-    PYTHONPATH=. python bench/process_scaling.py --rounds 6 --window 0.3 --json
+    python -m benchmarks.process_scaling                           # table + plot
+    python -m benchmarks.process_scaling --rounds 6 --window 0.3 --json
 """
 
 from __future__ import annotations
@@ -165,7 +165,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--window", type=float, default=1.0, help="seconds per turn")
     parser.add_argument("--model-ms", type=float, default=10.0, help="model run time")
-    parser.add_argument("--plot", type=Path, default=Path("bench/results/process_scaling.png"))
+    parser.add_argument("--plot", type=Path, default=Path("benchmarks/results/process_scaling.png"))
     parser.add_argument("--json", action="store_true", help="print JSON, no table or plot")
     args = parser.parse_args()
     n = loop_count(args.model_ms)

@@ -4,8 +4,8 @@ Serves the built-in ``tiny`` model through the same V2 routes on several stacks,
 server pinned to core 0 and perf_analyzer (binary tensors, batch 1) pinned to core 1, and
 prints infer/s and latency for each:
 
-    python bench/http_stack.py                     # every variant, concurrency 16
-    python bench/http_stack.py --variants uvicorn-httptools-uvloop,aiohttp-uvloop
+    python -m benchmarks.http_stack                     # every variant, concurrency 16
+    python -m benchmarks.http_stack --variants uvicorn-httptools-uvloop,aiohttp-uvloop
 
 perf_analyzer comes with tritonclient wheels (see shared/TOOLS.md); set PERF_ANALYZER to
 its path if it is not on PATH, and LD_LIBRARY_PATH to where libcudart.so.12 lives. It
@@ -28,10 +28,8 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from benchmarks.common import child_env
 
 VARIANTS = (
     "httptools-uvloop",
@@ -145,8 +143,9 @@ def measure(variant: str, args: argparse.Namespace, perf_analyzer: str) -> tuple
 
     port = free_port()
     server = subprocess.Popen(
-        ["taskset", "-c", args.server_core, sys.executable, __file__, "--serve", variant,
-         "--port", str(port), "--model", args.model],
+        ["taskset", "-c", args.server_core, sys.executable, "-m", "benchmarks.http_stack",
+         "--serve", variant, "--port", str(port), "--model", args.model],
+        env=child_env(),  # the checkout's root on the path, for ``-m benchmarks...``
     )  # fmt: skip
     try:
         wait_ready(f"http://127.0.0.1:{port}", 60, server)

@@ -6,8 +6,8 @@ kinds is the cost of the trip to the worker process and back (copies through sha
 two small pickled messages, two wake-ups). "4 clients": four threads submitting back to
 back, so the instance never idles; 1 / throughput is the cost of a request when busy.
 
-    PYTHONPATH=. python bench/process_transport.py            # table
-    PYTHONPATH=. python bench/process_transport.py --json
+    python -m benchmarks.process_transport            # table
+    python -m benchmarks.process_transport --json
 """
 
 from __future__ import annotations

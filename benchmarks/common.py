@@ -21,7 +21,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
-if str(ROOT) not in sys.path:  # run as `python bench/x.py` from a checkout, not installed
+if str(ROOT) not in sys.path:  # run as `python -m benchmarks.x` from a checkout, not installed
     sys.path.insert(0, str(ROOT))
 
 from conveyor.bench import Report, read_json  # noqa: E402
@@ -78,6 +78,7 @@ def free_port() -> int:
 
 
 def child_env() -> dict[str, str]:
+    """This environment with the checkout's root first on PYTHONPATH (conveyor, benchmarks)."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
     return env

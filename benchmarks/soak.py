@@ -6,8 +6,8 @@ for ``--seconds``, samples the server's resident memory and open file descriptor
 second, and reports the least-squares slope of each over the second half of the run (the
 first half includes warm-up: allocator arenas, caches):
 
-    python bench/soak.py --seconds 600          # ten minutes
-    python bench/soak.py --seconds 60 --json    # machine-readable
+    python -m benchmarks.soak --seconds 600          # ten minutes
+    python -m benchmarks.soak --seconds 60 --json    # machine-readable
 
 tests/reliability/test_soak.py runs :func:`soak` for 15 s and checks the slopes.
 """

@@ -1,6 +1,6 @@
 """What dynamic batching buys: throughput at concurrency 16 on models with a per-call cost.
 
-    python bench/batching.py [--quick]
+    python -m benchmarks.batching [--quick]
 
 Two models, each served twice from a temporary repository, identical except for
 ``[dynamic_batching]``:
@@ -15,7 +15,7 @@ Each runs in-process (the engine and the generator in one process, pinned to one
 closed loop at concurrency 1, 4 and 16. The table shows throughput, latency, the average
 batch the engine formed, and the gain over the unbatched twin; at concurrency 1 batching
 can only cost (a lone request may wait ``max_queue_delay_us`` for company).
-Writes bench/results/batching.md and batching.png.
+Writes benchmarks/results/batching.md and batching.png.
 """
 
 from __future__ import annotations
@@ -27,9 +27,8 @@ import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
-import common
-from common import RESULTS, markdown, ms, pin_plan, rate
-
+from benchmarks import common
+from benchmarks.common import RESULTS, markdown, ms, pin_plan, rate
 from conveyor.bench.plot import plot_reports
 from conveyor.examples import onnx_models
 
@@ -135,7 +134,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     pinning = f"pinned to core {sorted(cpus)[0]}" if cpus else "not pinned"
     text = (f"Measured {common.today()} on {common.machine_line()}; in-process, {pinning}; "
             f"closed loop, {duration:g} s per point after {warmup:g} s warm-up; "
-            f"max_queue_delay_us = 500. Command: `python bench/batching.py"
+            f"max_queue_delay_us = 500. Command: `python -m benchmarks.batching"
             f"{' --quick' if args.quick else ''}`.\n\n{markdown(rows, align_left=3)}\n")
     (out / "batching.md").write_text(text)
     print(text)

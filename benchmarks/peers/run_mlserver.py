@@ -1,8 +1,8 @@
 """Conveyor beside Seldon MLServer 1.7.1, same ONNX models, same generator, same run.
 
-    python bench/peers/run_mlserver.py [--quick]
+    python -m benchmarks.peers.run_mlserver [--quick]
 
-1. Creates MLServer's own virtual environment (bench/peers/.venv-mlserver, once) with
+1. Creates MLServer's own virtual environment (benchmarks/peers/.venv-mlserver, once) with
    ``python -m venv`` and installs mlserver==1.7.1, uvloop==0.21.0 (with uvloop 0.22+ its
    workers die at start while ``mlserver start`` exits 0) and onnxruntime. MLServer cannot
    share Conveyor's environment: its protobuf module and tritonclient's clash.
@@ -13,7 +13,7 @@
 3. Starts MLServer pinned to core 0, drives it from core 1 with ``conveyor bench``'s
    generator (plain JSON over HTTP: MLServer has no binary tensor extension; and gRPC),
    stops it; then does the same with ``conveyor serve`` (HTTP binary, HTTP JSON, gRPC).
-4. Writes bench/results/peers.md (one table with both) and peers.json, and prints the table.
+4. Writes benchmarks/results/peers.md (one table with both) and peers.json, and prints the table.
 
 Not part of the test suite: it installs a second server.
 """
@@ -33,10 +33,8 @@ import urllib.request
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench/common.py
-
-import common
-from common import (
+from benchmarks import common
+from benchmarks.common import (
     IDENTITY_SHAPE,
     RESULTS,
     free_port,
@@ -47,7 +45,6 @@ from common import (
     rate,
     serve,
 )
-
 from conveyor.bench import BenchSpec, Point, Report, TargetSpec, run_bench
 from conveyor.examples import onnx_models
 
@@ -148,7 +145,7 @@ def measure(server: str, http_url: str, grpc_url: str, transports: Sequence[str]
                         TargetSpec(http_url, model, encoding=transport.removeprefix("http-")))
                 reports[(server, model, transport)] = run_bench(
                     BenchSpec(spec, shapes=shapes, label=f"{server} {transport} {model}"),
-                    points, command="python bench/peers/run_mlserver.py")
+                    points, command="python -m benchmarks.peers.run_mlserver")
     return reports
 
 
@@ -215,7 +212,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     text = (f"Measured {common.today()} on {common.machine_line()}; each server pinned to core "
             f"0 in turn, the generator on core 1; MLServer {version} with parallel_workers 0 "
             f"and onnxruntime intra_op 1; closed loop, batch 1, {duration:g} s per point. "
-            f"Command: `python bench/peers/run_mlserver.py{' --quick' if args.quick else ''}`. "
+            f"Command: `python -m benchmarks.peers.run_mlserver"
+            f"{' --quick' if args.quick else ''}`. "
             f"MLServer has no binary tensor extension (n/a).\n\n"
             f"{table(reports, concurrency)}\n")
     (out / "peers.md").write_text(text)

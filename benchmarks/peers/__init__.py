@@ -1,0 +1,1 @@
+"""Other servers measured the way Conveyor is (``python -m benchmarks.peers.run_mlserver``)."""
