@@ -128,6 +128,7 @@ class ASGIFrontEnd:
                 await self._ticker
         if not self._server.started:
             return
-        self._config.timeout_graceful_shutdown = timeout
+        # uvicorn annotates an int but hands it to asyncio.timeout(), which takes any float.
+        self._config.timeout_graceful_shutdown = timeout  # type: ignore[assignment]
         await self._server.shutdown(sockets=[self._socket] if self._socket else None)
         log.info("%s stopped", self.name)

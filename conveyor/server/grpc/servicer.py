@@ -220,9 +220,16 @@ class InferenceServicer:
                         )
                         continue
                     running.add(future)
-                    future.add_done_callback(
-                        lambda f, c=call, v=version: loop.call_soon_threadsafe(finished, f, c, v)
-                    )
+
+                    def on_done(
+                        _: object,
+                        f: InferFuture = future,  # defaults bind this iteration's values
+                        c: converters.InferCall = call,
+                        v: str = version,
+                    ) -> None:
+                        loop.call_soon_threadsafe(finished, f, c, v)
+
+                    future.add_done_callback(on_done)
             finally:
                 answers.put_nowait(None)
 
@@ -242,6 +249,7 @@ class InferenceServicer:
                     reader.result()  # re-raise what ended the request stream, if anything
                     continue
                 unanswered -= 1
+                assert isinstance(answer, pb.ModelStreamInferResponse)
                 yield answer
         finally:
             self._streams.discard(answers)

@@ -33,7 +33,7 @@ from conveyor.server.http.protocol import RequestTimeout
 log = logging.getLogger("conveyor.http")
 
 
-class _ReadTimeouts:
+class _ReadTimeouts(asyncio.Protocol):
     """The timer logic, shared by both protocols (which supply the attributes below)."""
 
     header_timeout: float  # set per front end by timed_protocol()
@@ -42,7 +42,7 @@ class _ReadTimeouts:
     transport: asyncio.Transport
     cycle: Any  # uvicorn's RequestResponseCycle of the request read last (or None)
     server_state: Any
-    timeout_keep_alive: float
+    timeout_keep_alive: int
     timeout_keep_alive_task: asyncio.TimerHandle | None
     timeout_keep_alive_handler: Any
 
@@ -51,8 +51,8 @@ class _ReadTimeouts:
     _reading: str | None = None  # "headers" or "body" while a request is being read
 
     # Listed first in each protocol's bases, so these run around uvicorn's own.
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)  # type: ignore[misc]
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
         # uvicorn arms its keep-alive timer only after a response; a silent new connection
         # would stay forever. data_received cancels it, as it does after a response.
         self.timeout_keep_alive_task = self.loop.call_later(
@@ -61,7 +61,7 @@ class _ReadTimeouts:
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._done_reading()
-        super().connection_lost(exc)  # type: ignore[misc]
+        super().connection_lost(exc)
 
     def _expect(self, what: str) -> None:
         """The client must now send the request's ``what`` ("headers" or "body") in time."""
