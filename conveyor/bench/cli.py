@@ -21,7 +21,7 @@ from conveyor.bench.targets.base import ENCODINGS, RequestFailed, TargetSpec
 from conveyor.errors import ConveyorError
 
 
-def _numbers(kind):  # type: ignore[no-untyped-def]
+def _numbers(kind):
     def parse(text: str) -> list:
         try:
             values = [kind(v) for v in text.split(",") if v.strip()]

@@ -51,7 +51,7 @@ class LocalRunner:
         self._loop.close()
 
 
-def _worker_main(conn, spec, model, inputs, index, workers, progress) -> None:  # type: ignore[no-untyped-def]
+def _worker_main(conn, spec, model, inputs, index, workers, progress) -> None:
     loop = new_event_loop()
     try:
         client = make_client(spec, model, inputs)
@@ -107,7 +107,7 @@ class ProcessPool:
             raise
 
     @staticmethod
-    def _receive(conn, timeout: float, expected: str):  # type: ignore[no-untyped-def]
+    def _receive(conn, timeout: float, expected: str):
         if not conn.poll(timeout):
             raise TimeoutError(f"a generator worker did not answer within {timeout:.0f} s")
         kind, payload = conn.recv()

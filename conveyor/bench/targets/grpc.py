@@ -33,6 +33,7 @@ class GrpcControl(Control):
         self._channel = grpc.insecure_channel(f"{host}:{port}", options=CHANNEL_OPTIONS)
 
     def _call(self, method: str, request: bytes) -> bytes:
+        call: grpc.UnaryUnaryMultiCallable[bytes, bytes]
         call = self._channel.unary_unary(SERVICE + method)
         return call(request, timeout=self.spec.timeout_s)
 
@@ -81,7 +82,7 @@ class GrpcClient(Client):
         self._request = build_request(spec, inputs, declared)
         host, port = spec.address
         self._target = f"{host}:{port}"
-        self._call = None
+        self._call: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes] | None = None
 
     async def infer(self) -> None:
         if self._call is None:  # the channel belongs to the loop that first uses it

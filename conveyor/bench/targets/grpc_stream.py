@@ -26,11 +26,11 @@ def answer_of(message: bytes) -> tuple[str, str]:
     request_id = ""
     for field, _wire, value in pbwire.fields(message):
         if field == 1:
-            error = bytes(value).decode("utf-8", "replace")  # type: ignore[arg-type]
+            error = bytes(value).decode("utf-8", "replace")
         elif field == 2:
-            for inner, _w, inner_value in pbwire.fields(value):  # type: ignore[arg-type]
+            for inner, _w, inner_value in pbwire.fields(pbwire.payload(value)):
                 if inner == 3:
-                    request_id = bytes(inner_value).decode()  # type: ignore[arg-type]
+                    request_id = bytes(inner_value).decode()
     return request_id, error
 
 
@@ -40,7 +40,7 @@ class GrpcStreamClient(Client):
         self._request = build_request(spec, inputs, declared)
         host, port = spec.address
         self._target = f"{host}:{port}"
-        self._call = None
+        self._call: grpc.aio.StreamStreamCall[bytes, bytes] | None = None
         self._waiting: dict[str, asyncio.Future[None]] = {}
         self._next = 0
         self._write_lock: asyncio.Lock | None = None
@@ -56,7 +56,7 @@ class GrpcStreamClient(Client):
         try:
             while True:
                 message = await self._call.read()
-                if message is grpc.aio.EOF:
+                if not isinstance(message, bytes):  # grpc.aio.EOF (no deserializer: bytes)
                     raise RequestFailed("the server ended the stream")
                 request_id, error = answer_of(message)
                 waiter = self._waiting.pop(request_id, None)

@@ -98,6 +98,13 @@ def fields(data: bytes | memoryview) -> Iterator[tuple[int, int, int | memoryvie
             raise ValueError(f"unsupported protobuf wire type {wire}")
 
 
+def payload(value: int | memoryview) -> memoryview:
+    """A length-delimited field's bytes; a number in its place means a malformed message."""
+    if isinstance(value, int):
+        raise ValueError(f"expected a length-delimited protobuf field, got the number {value}")
+    return value
+
+
 def _signed(value: int) -> int:
     return value - (1 << 64) if value >= 1 << 63 else value
 
@@ -116,9 +123,9 @@ def _tensor_metadata(data: memoryview) -> dict:
     tensor: dict = {"name": "", "datatype": "", "shape": []}
     for field, _wire, value in fields(data):
         if field == 1:
-            tensor["name"] = bytes(value).decode()  # type: ignore[arg-type]
+            tensor["name"] = bytes(value).decode()
         elif field == 2:
-            tensor["datatype"] = bytes(value).decode()  # type: ignore[arg-type]
+            tensor["datatype"] = bytes(value).decode()
         elif field == 3:
             tensor["shape"].extend(_packed(value))
     return tensor
@@ -129,14 +136,14 @@ def metadata_response(data: bytes) -> dict:
     out: dict = {"name": "", "versions": [], "platform": "", "inputs": [], "outputs": []}
     for field, _wire, value in fields(data):
         if field == 1:
-            out["name"] = bytes(value).decode()  # type: ignore[arg-type]
+            out["name"] = bytes(value).decode()
         elif field == 2:
-            out["versions"].append(bytes(value).decode())  # type: ignore[arg-type]
+            out["versions"].append(bytes(value).decode())
         elif field == 3:
-            out["platform"] = bytes(value).decode()  # type: ignore[arg-type]
+            out["platform"] = bytes(value).decode()
         elif field in (4, 5):
             key = "inputs" if field == 4 else "outputs"
-            out[key].append(_tensor_metadata(value))  # type: ignore[arg-type]
+            out[key].append(_tensor_metadata(payload(value)))
     return out
 
 
@@ -144,14 +151,14 @@ def config_max_batch_size(data: bytes) -> int:
     """ModelConfigResponse.config (1).max_batch_size (4)."""
     for field, _wire, value in fields(data):
         if field == 1:
-            for inner, _w, inner_value in fields(value):  # type: ignore[arg-type]
+            for inner, _w, inner_value in fields(payload(value)):
                 if inner == 4:
-                    return _signed(int(inner_value))  # type: ignore[arg-type]
+                    return _signed(int(inner_value))
     return 0
 
 
 def _duration(data: memoryview) -> dict:
-    out = {"count": 0, "ns": 0}
+    out: dict = {"count": 0, "ns": 0}
     for field, _wire, value in fields(data):
         if field == 1:
             out["count"] = value
@@ -172,25 +179,25 @@ def statistics_response(data: bytes) -> dict:
             continue
         model: dict = {"name": "", "version": "", "inference_count": 0, "execution_count": 0,
                        "inference_stats": {}}
-        for inner, _w, inner_value in fields(value):  # type: ignore[arg-type]
+        for inner, _w, inner_value in fields(payload(value)):
             if inner == 1:
-                model["name"] = bytes(inner_value).decode()  # type: ignore[arg-type]
+                model["name"] = bytes(inner_value).decode()
             elif inner == 2:
-                model["version"] = bytes(inner_value).decode()  # type: ignore[arg-type]
+                model["version"] = bytes(inner_value).decode()
             elif inner == 4:
                 model["inference_count"] = inner_value
             elif inner == 5:
                 model["execution_count"] = inner_value
             elif inner == 6:
                 parts = model["inference_stats"]
-                for stat, _w2, stat_value in fields(inner_value):  # type: ignore[arg-type]
+                for stat, _w2, stat_value in fields(payload(inner_value)):
                     if stat in _STAT_FIELDS:
-                        parts[_STAT_FIELDS[stat]] = _duration(stat_value)  # type: ignore[arg-type]
+                        parts[_STAT_FIELDS[stat]] = _duration(payload(stat_value))
         stats.append(model)
     return {"model_stats": stats}
 
 
 def raw_output_sizes(data: bytes) -> list[int]:
     """Lengths of ModelInferResponse.raw_output_contents (6): what a response carried."""
-    return [len(value) for field, _w, value in fields(data) if field == 6]  # type: ignore[arg-type]
+    return [len(payload(value)) for field, _w, value in fields(data) if field == 6]
 
