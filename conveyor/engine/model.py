@@ -39,6 +39,7 @@ class ModelVersion:
 
     def __init__(self, config: ModelConfig, version: int, version_dir: Path) -> None:
         processes = None
+        loaded: list[LoadedModel]
         if config.instance_kind == "process":
             # The model loads once, in a zygote process that forks the workers from itself.
             processes = ProcessPool(config, version_dir)
@@ -372,7 +373,7 @@ def _settle(
         if error is not None:
             request.future.set_exception(error)
         else:
-            request.future.set_result(result)  # type: ignore[arg-type]
+            request.future.set_result(result)  # type: ignore[arg-type]  # given whenever error is None
     except InvalidStateError:
         return False
     return True
