@@ -79,7 +79,7 @@ def _bench(args: argparse.Namespace) -> int:
     return bench_main(args.args)
 
 
-def _example_input(spec, batching, np):  # type: ignore[no-untyped-def]
+def _example_input(spec, batching, np):
     from conveyor.protocol.datatypes import BYTES, numpy_dtype
 
     shape = [1 if d == -1 else d for d in spec.shape]

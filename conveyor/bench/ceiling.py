@@ -60,7 +60,7 @@ class _CannedHttp(asyncio.Protocol):
     response = _http_response()
     not_found = b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n"
 
-    def connection_made(self, transport) -> None:  # type: ignore[no-untyped-def]
+    def connection_made(self, transport) -> None:
         import httptools
 
         self.transport = transport
@@ -74,7 +74,7 @@ class _CannedHttp(asyncio.Protocol):
         self.transport.write(self.response if post else self.not_found)
 
 
-async def _serve(http_sock: socket.socket, grpc_port: int, ready) -> None:  # type: ignore[no-untyped-def]
+async def _serve(http_sock: socket.socket, grpc_port: int, ready) -> None:
     import grpc
 
     loop = asyncio.get_running_loop()
@@ -83,10 +83,10 @@ async def _serve(http_sock: socket.socket, grpc_port: int, ready) -> None:  # ty
     answer = response.SerializeToString()
     stream_method = METHODS["ModelStreamInfer"]
 
-    async def infer(request: bytes, context) -> bytes:  # type: ignore[no-untyped-def]
+    async def infer(request: bytes, context) -> bytes:
         return answer
 
-    async def stream(requests, context):  # type: ignore[no-untyped-def]
+    async def stream(requests, context):
         async for request in requests:  # echo each id back, as ModelStreamInfer does
             response.id = request.id
             yield pb.ModelStreamInferResponse(infer_response=response)
@@ -111,7 +111,7 @@ async def _serve(http_sock: socket.socket, grpc_port: int, ready) -> None:  # ty
         await asyncio.Event().wait()
 
 
-def _canned_main(http_sock: socket.socket, grpc_port: int, ready, cpu: int | None) -> None:  # type: ignore[no-untyped-def]
+def _canned_main(http_sock: socket.socket, grpc_port: int, ready, cpu: int | None) -> None:
     if cpu is not None:
         os.sched_setaffinity(0, {cpu})
     loop = new_event_loop()

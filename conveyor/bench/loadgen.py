@@ -248,7 +248,8 @@ async def run_point(
     finally:
         if reporter is not None:
             reporter.cancel()
-            progress[worker] = rec.done_total  # type: ignore[index]
+        if progress is not None:  # exactly when there is a reporter
+            progress[worker] = rec.done_total
 
 
 def new_event_loop() -> asyncio.AbstractEventLoop:

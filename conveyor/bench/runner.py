@@ -87,7 +87,7 @@ def run_bench(bench: BenchSpec, points: Sequence[Point], *, progress: bool = Tru
         control.close()
 
 
-def _measure(runner, control, point: Point, bench: BenchSpec, label: str,  # type: ignore[no-untyped-def]
+def _measure(runner, control, point: Point, bench: BenchSpec, label: str,
              progress: bool) -> PointResult:
     start_ns = time.monotonic_ns() + int(_START_DELAY_S * 1e9)
     before: list[StatsTotals | None] = [None]

@@ -30,7 +30,7 @@ def Client(url: str, **options: Any) -> BaseClient:
 
         return HTTPClient(url, **options)
     if scheme == "grpc":
-        from conveyor.client.grpc import GRPCClient  # type: ignore[import-not-found]
+        from conveyor.client.grpc import GRPCClient
 
         client: BaseClient = GRPCClient(url, **options)
         return client

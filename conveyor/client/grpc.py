@@ -24,6 +24,7 @@ from typing import Any
 
 import grpc
 import numpy as np
+from google.protobuf.message import Message
 
 from conveyor.client._base import DEFAULT_CALL_TIMEOUT_S, BaseClient
 from conveyor.errors import ConveyorError, ErrorKind, InvalidInput, Unavailable, error_for_kind
@@ -285,7 +286,7 @@ class GRPCClient(BaseClient):
         if what == "ready":
             return (await self._unary("ServerReady", pb.ServerReadyRequest(), timeout)).ready
         if what == "model_ready":
-            request = pb.ModelReadyRequest(name=model or "", version=v)
+            request: Message = pb.ModelReadyRequest(name=model or "", version=v)
             return (await self._unary("ModelReady", request, timeout)).ready
         if what == "server_metadata":
             return _as_dict(
@@ -361,4 +362,4 @@ def _stream_error(response: pb.ModelStreamInferResponse) -> ConveyorError:
     # A stream error has no status of its own; Conveyor's server names one in a parameter.
     code = response.infer_response.parameters.get("error_code")
     status = getattr(grpc.StatusCode, code.string_param, None) if code is not None else None
-    return _ERRORS.get(status, ConveyorError)(response.error_message)  # type: ignore[arg-type]
+    return _ERRORS.get(status, ConveyorError)(response.error_message)  # type: ignore[arg-type]  # a None status finds no entry

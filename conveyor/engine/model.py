@@ -40,6 +40,7 @@ class ModelVersion:
 
     def __init__(self, config: ModelConfig, version: int, version_dir: Path) -> None:
         processes = None
+        loaded: list[LoadedModel]
         if config.instance_kind is InstanceKind.PROCESS:
             # The model loads once, in a zygote process that forks the workers from itself.
             processes = ProcessPool(config, version_dir)

@@ -9,12 +9,17 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 from conveyor.examples import onnx_models
 
 _SOURCE = Path(__file__).parent / "repository"
-_BUILDERS = {"tiny": onnx_models.tiny, "mlp": onnx_models.mlp, "identity": onnx_models.identity}
+_BUILDERS: dict[str, Callable[[Path], Path]] = {
+    "tiny": onnx_models.tiny,
+    "mlp": onnx_models.mlp,
+    "identity": onnx_models.identity,
+}
 
 
 def _cache_root() -> Path:

@@ -115,4 +115,5 @@ def join(header: bytes, buffers: Sequence[Chunk]) -> tuple[bytes, int]:
     """One body: the JSON header then each buffer, each copied once; and the header length."""
     if not buffers:
         return header, len(header)
-    return b"".join((header, *buffers)), len(header)
+    # numpy declares ndarray a Buffer only from Python 3.12 on; it is one on 3.11 too.
+    return b"".join((header, *buffers)), len(header)  # type: ignore[arg-type]

@@ -133,7 +133,7 @@ def registry(
     engine: Callable[[], Engine | None], histograms: LatencyHistograms | None
 ) -> CollectorRegistry:
     result = CollectorRegistry(auto_describe=False)
-    result.register(EngineCollector(engine, histograms))  # type: ignore[arg-type]
+    result.register(EngineCollector(engine, histograms))
     return result
 
 

@@ -56,7 +56,7 @@ class InProcessControl(Control):
 
 
 class InProcessClient(Client):
-    def __init__(self, engine, spec: TargetSpec, inputs: Mapping[str, np.ndarray]) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, engine, spec: TargetSpec, inputs: Mapping[str, np.ndarray]) -> None:
         self._submit = engine.submit
         self._model = spec.model
         self._version = spec.version or None

@@ -21,7 +21,7 @@ from conveyor.repository.config import ModelConfig
 class _Message:
     """Pickles as its class and field values: a third of the cost of a dataclass's default."""
 
-    __slots__ = ()
+    __slots__: tuple[str, ...] = ()
 
     def __reduce__(self) -> tuple[type, tuple[object, ...]]:
         return (type(self), tuple(getattr(self, name) for name in self.__slots__))

@@ -139,10 +139,10 @@ def _token(dtype: np.dtype) -> str | np.dtype:
     return token
 
 
-def _dtype(token: str | np.dtype | None) -> np.dtype:
-    dtype = _DTYPES.get(token)  # type: ignore[arg-type]
+def _dtype(token: str | np.dtype) -> np.dtype:
+    dtype = _DTYPES.get(token)
     if dtype is None:
-        dtype = _DTYPES[token] = np.dtype(token)  # type: ignore[arg-type,index]
+        dtype = _DTYPES[token] = np.dtype(token)
     return dtype
 
 

@@ -64,7 +64,7 @@ def _check_value(field: FieldDescriptor | None, value: bytes, name: str) -> str 
             value.decode("utf-8")
         except UnicodeDecodeError:
             return f"field {name!r} is not valid UTF-8"
-    elif field.type == FieldDescriptor.TYPE_MESSAGE:
+    elif field.type == FieldDescriptor.TYPE_MESSAGE and field.message_type is not None:
         return _walk(field.message_type, value, name + ".")
     return None
 

@@ -23,14 +23,16 @@ class TokenInterceptor(grpc.aio.ServerInterceptor):
 
     async def intercept_service(
         self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        continuation: Callable[
+            [grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any] | None]
+        ],
         details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
+    ) -> grpc.RpcMethodHandler[Any, Any] | None:
         handler = await continuation(details)
         if handler is None or details.method in OPEN_GRPC_METHODS:
             return handler
         given = None
-        for key, value in details.invocation_metadata or ():  # type: ignore[attr-defined]
+        for key, value in details.invocation_metadata or ():
             if key == "authorization":
                 given = value
                 break

@@ -161,9 +161,15 @@ class InferenceServicer:
                         )
                         continue
                     running.add(future)
-                    future.add_done_callback(
-                        lambda f, c=call: loop.call_soon_threadsafe(finished, f, c)
-                    )
+
+                    def on_done(
+                        _: object,
+                        f: InferFuture = future,  # defaults bind this iteration's values
+                        c: converters.InferCall = call,
+                    ) -> None:
+                        loop.call_soon_threadsafe(finished, f, c)
+
+                    future.add_done_callback(on_done)
             finally:
                 answers.put_nowait(None)
 
@@ -183,6 +189,7 @@ class InferenceServicer:
                     reader.result()  # re-raise what ended the request stream, if anything
                     continue
                 unanswered -= 1
+                assert isinstance(answer, pb.ModelStreamInferResponse)
                 yield answer
         finally:
             self._streams.discard(answers)

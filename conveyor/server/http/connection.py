@@ -161,7 +161,7 @@ class HTTPProtocol(asyncio.Protocol):
     # -- asyncio.Protocol ---------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self._transport = transport  # type: ignore[assignment]
+        self._transport = transport  # type: ignore[assignment]  # a stream gets a Transport
         self._front_end.connections.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -331,9 +331,7 @@ class HTTPProtocol(asyncio.Protocol):
                 pending = infer(request.path, body, request.header_length)
                 self._inflight = pending
                 pending.future.add_done_callback(
-                    lambda _, r=request, p=pending: self._loop.call_soon_threadsafe(
-                        self._infer_done, r, p
-                    )
+                    lambda _: self._loop.call_soon_threadsafe(self._infer_done, request, pending)
                 )
                 return
             self._task = self._loop.create_task(self._route(request, body))
@@ -477,7 +475,7 @@ class HTTPToolsFrontEnd:
         self._port = port
         self._server: asyncio.Server | None = None
         self._ticker: asyncio.Task[None] | None = None
-        self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]
+        self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]  # set by start()
 
     @property
     def port(self) -> int:
