@@ -1,6 +1,6 @@
 """Shared by the suite scripts: CPU pinning, a served repository, in-process runs, tables.
 
-Pinning follows TOOLS.md: the server on one core, the load generator on another, so the
+Pinning follows docs/benchmarks.md: the server on one core, the load generator on another, so the
 server's figure is what one core does and the generator never steals from it. A child
 process inherits its parent's CPU affinity at start, so ``pinned(core)`` around a start
 pins the child without a shell or ``preexec_fn``.

@@ -7,7 +7,7 @@ prints infer/s and latency for each:
     python -m benchmarks.http_stack                     # every variant, concurrency 16
     python -m benchmarks.http_stack --variants uvicorn-httptools-uvloop,aiohttp-uvloop
 
-perf_analyzer comes with tritonclient wheels (see shared/TOOLS.md); set PERF_ANALYZER to
+perf_analyzer comes with tritonclient wheels (see docs/benchmarks.md); set PERF_ANALYZER to
 its path if it is not on PATH, and LD_LIBRARY_PATH to where libcudart.so.12 lives. It
 uses perf_analyzer, not ``conveyor bench``, so every stack is driven by a client none of
 them was written for; there is no fallback when perf_analyzer is missing. The uvicorn
@@ -188,7 +188,7 @@ def main() -> int:
         return 0
     perf_analyzer = os.environ.get("PERF_ANALYZER") or shutil.which("perf_analyzer")
     if perf_analyzer is None:
-        print("perf_analyzer not found: set PERF_ANALYZER (see shared/TOOLS.md)", file=sys.stderr)
+        print("perf_analyzer not found: set PERF_ANALYZER (docs/benchmarks.md)", file=sys.stderr)
         return 2
     print(f"model {args.model}, binary tensors, batch 1, concurrency {args.concurrency}, "
           f"server on core {args.server_core}, perf_analyzer on core {args.load_core}")  # fmt: skip

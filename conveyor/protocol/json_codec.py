@@ -8,7 +8,7 @@ FP16 and BF16 are accepted as JSON numbers too, although tritonclient sends BF16
 binary.
 
 orjson is the one JSON library (measured against msgspec on the infer hot path: the
-same within noise, about 0.5 us to parse a request header; see docs/README-http.md).
+same within noise, about 0.5 us to parse a request header; see docs/benchmarks.md).
 """
 
 from __future__ import annotations

@@ -25,7 +25,8 @@ from typing import Any
 
 from conveyor.errors import InvalidInput, Unsupported
 
-# Parameters we understand, by where they appear. Documented in the README.
+# Parameters we understand, by where they appear. Documented in docs/http-api.md
+# ("Parameters") and docs/grpc-api.md.
 REQUEST_PARAMETERS = ("priority", "timeout", "binary_data_output")
 INPUT_PARAMETERS = ("binary_data_size",)
 OUTPUT_PARAMETERS = ("binary_data",)

@@ -1,6 +1,6 @@
 """A model's configuration: the typed form of ``config.toml`` and its validation.
 
-Every key is documented in the README ("Model configuration"). Unknown keys are an error
+Every key is documented in docs/configuration.md. Unknown keys are an error
 that names the key, so a typo never silently falls back to a default.
 """
 

@@ -694,8 +694,8 @@ def test_process_instances_scale_a_gil_bound_model_where_threads_do_not():
     results = {(r["kind"], r["instances"]): r for r in rows}
     process = results[("process", 2)]["speedup_rounds"]  # x2 / x1, round by round
     thread = results[("thread", 2)]["speedup"]  # the median over rounds
-    # On two idle cores process x2 / x1 is ~2.0 in every round (README). Other programs on
-    # these cores pull a round down towards 1.0 (a busy process takes the core our second
+    # On two idle cores process x2 / x1 is ~2.0 in every round (docs/benchmarks.md). Other programs
+    # on these cores pull a round down towards 1.0 (a busy process takes the core our second
     # worker needs), and a burst in mid-run is invisible to the probe above, so this asks
     # only for two rounds that scale. Outside load can hardly lift threads' median above 1.
     scaled = sum(ratio >= 1.6 for ratio in process)

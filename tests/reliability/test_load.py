@@ -96,7 +96,7 @@ def test_ten_times_overload_is_refused_fast_and_recovers(tmp_path: Path) -> None
         assert server.process.poll() is None
 
     statuses = [status for status, _ in results]
-    print(  # the figures docs/README-reliability.md quotes (pytest -s shows them)
+    print(  # the figures docs/reliability.md quotes (pytest -s shows them)
         f"overload: offered {len(results)} in {DURATION_S} s, admitted "
         f"{statuses.count(200)}, refused {statuses.count(503)}; refused p99 "
         f"{np.percentile([lat for s, lat in results if s == 503], 99) * 1000:.1f} ms, admitted "
@@ -185,7 +185,8 @@ def test_sigterm_ends_an_open_grpc_stream_once_it_is_answered(tmp_path: Path) ->
         exited_after = time.monotonic() - started
         client.stop_stream()
         client.close()
-    print(f"idle stream: exited {exited_after:.2f} s after SIGTERM")  # quoted in the README
+    # quoted in docs/reliability.md
+    print(f"idle stream: exited {exited_after:.2f} s after SIGTERM")
     assert exited_after < 10, exited_after
     result = results[0]
     assert not isinstance(result, Exception), result

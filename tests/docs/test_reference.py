@@ -1,0 +1,41 @@
+"""The reference pages list what the code has: every serve option, every config.toml key.
+
+The option list is generated from ``conveyor.server.settings.Settings`` (the same source as
+``conveyor serve --help``) and the config keys from ``conveyor.ModelConfig``'s fields, so a
+new option or key that the docs do not mention fails here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from pathlib import Path
+
+from conveyor import ModelConfig
+from conveyor.server.settings import add_arguments
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+
+
+def test_serving_lists_every_option_of_conveyor_serve() -> None:
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    options = [
+        option
+        for action in parser._actions  # argparse has no public list of its options
+        for option in action.option_strings
+        if option.startswith("--") and option != "--help"
+    ]
+    assert "--http-port" in options
+    page = (DOCS / "serving.md").read_text(encoding="utf-8")
+    missing = [option for option in options if f"`{option}" not in page]
+    assert not missing, f"docs/serving.md does not list {missing}"
+
+
+def test_configuration_lists_every_config_key() -> None:
+    page = (DOCS / "configuration.md").read_text(encoding="utf-8")
+    keys = {field.name for field in dataclasses.fields(ModelConfig)} - {"name"}
+    # backend_options is the table named after the backend.
+    keys = (keys - {"backend_options"}) | {"[onnxruntime]", "[python]"}
+    missing = sorted(key for key in keys if key not in page)
+    assert not missing, f"docs/configuration.md does not mention {missing}"
