@@ -110,32 +110,62 @@ def main(argv: Sequence[str] | None = None) -> int:
         for name, family, batched in models:
             print(f"== {name}", file=sys.stderr)
             reports[(family, batched)] = common.run_inprocess(
-                name, concurrency, duration=duration, warmup=warmup, cpus=cpus,
-                repository=tmp, label=f"{family} {'batched' if batched else 'unbatched'}")
-    rows = [("model", "dynamic batching", "c", "infer/s", "p50 ms", "p99 ms", "avg batch",
-             "throughput gain", "p50 cost ms")]
+                name,
+                concurrency,
+                duration=duration,
+                warmup=warmup,
+                cpus=cpus,
+                repository=tmp,
+                label=f"{family} {'batched' if batched else 'unbatched'}",
+            )
+    rows = [
+        (
+            "model",
+            "dynamic batching",
+            "c",
+            "infer/s",
+            "p50 ms",
+            "p99 ms",
+            "avg batch",
+            "throughput gain",
+            "p50 cost ms",
+        )
+    ]
     for family in ("sleepy", "mlp"):
         plain = {pt.concurrency: pt for pt in reports[(family, False)].points}
         for batched in (False, True):
             for pt in reports[(family, batched)].points:
                 ref = plain[pt.concurrency]
                 gain = pt.infer_per_s / ref.infer_per_s if ref.infer_per_s else 0.0
-                cost = (pt.latency_ms["p50"] - ref.latency_ms["p50"]
-                        if pt.latency_ms["p50"] is not None and ref.latency_ms["p50"] is not None
-                        else None)
+                cost = (
+                    pt.latency_ms["p50"] - ref.latency_ms["p50"]
+                    if pt.latency_ms["p50"] is not None and ref.latency_ms["p50"] is not None
+                    else None
+                )
                 batch = (pt.server or {}).get("avg_batch")
-                rows.append((family, "on" if batched else "off", str(pt.concurrency),
-                             rate(pt.infer_per_s), ms(pt.latency_ms["p50"]),
-                             ms(pt.latency_ms["p99"]), f"{batch:.1f}" if batch else "-",
-                             f"{gain:.2f}x" if batched else "",
-                             (f"{cost:+.2f}" if cost is not None else "-") if batched else ""))
-    plot_reports(list(reports.values()), out / "batching.png",
-                 title="dynamic batching, in-process, one core")
+                rows.append(
+                    (
+                        family,
+                        "on" if batched else "off",
+                        str(pt.concurrency),
+                        rate(pt.infer_per_s),
+                        ms(pt.latency_ms["p50"]),
+                        ms(pt.latency_ms["p99"]),
+                        f"{batch:.1f}" if batch else "-",
+                        f"{gain:.2f}x" if batched else "",
+                        (f"{cost:+.2f}" if cost is not None else "-") if batched else "",
+                    )
+                )
+    plot_reports(
+        list(reports.values()), out / "batching.png", title="dynamic batching, in-process, one core"
+    )
     pinning = f"pinned to core {sorted(cpus)[0]}" if cpus else "not pinned"
-    text = (f"Measured {common.today()} on {common.machine_line()}; in-process, {pinning}; "
-            f"closed loop, {duration:g} s per point after {warmup:g} s warm-up; "
-            f"max_queue_delay_us = 500. Command: `python -m benchmarks.batching"
-            f"{' --quick' if args.quick else ''}`.\n\n{markdown(rows, align_left=3)}\n")
+    text = (
+        f"Measured {common.today()} on {common.machine_line()}; in-process, {pinning}; "
+        f"closed loop, {duration:g} s per point after {warmup:g} s warm-up; "
+        f"max_queue_delay_us = 500. Command: `python -m benchmarks.batching"
+        f"{' --quick' if args.quick else ''}`.\n\n{markdown(rows, align_left=3)}\n"
+    )
     (out / "batching.md").write_text(text)
     print(text)
     return 0

@@ -56,8 +56,12 @@ def pinned(cpus: set[int] | None) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def serve(cpus: set[int] | None, http_url: str | None = None, grpc_url: str | None = None,
-          repository: str | None = None) -> Iterator[tuple[str, str]]:
+def serve(
+    cpus: set[int] | None,
+    http_url: str | None = None,
+    grpc_url: str | None = None,
+    repository: str | None = None,
+) -> Iterator[tuple[str, str]]:
     """``conveyor serve`` pinned to ``cpus`` (unless URLs of a running server are given)."""
     if http_url and grpc_url:
         yield http_url, grpc_url
@@ -84,22 +88,52 @@ def child_env() -> dict[str, str]:
     return env
 
 
-def run_inprocess(model: str, concurrency: Sequence[int], *, duration: float, warmup: float,
-                  cpus: set[int] | None, shapes: dict | None = None,
-                  repository: str | None = None, label: str = "inprocess") -> Report:
+def run_inprocess(
+    model: str,
+    concurrency: Sequence[int],
+    *,
+    duration: float,
+    warmup: float,
+    cpus: set[int] | None,
+    shapes: dict | None = None,
+    repository: str | None = None,
+    label: str = "inprocess",
+) -> Report:
     """``conveyor bench MODEL --url inprocess`` in a child process pinned like the server."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "report.json"
-        command = [sys.executable, "-m", "conveyor", "bench", model, "--url", "inprocess",
-                   "-c", ",".join(map(str, concurrency)), "-d", str(duration),
-                   "--warmup", str(warmup), "-q", "--json", str(out), "--label", label]
+        command = [
+            sys.executable,
+            "-m",
+            "conveyor",
+            "bench",
+            model,
+            "--url",
+            "inprocess",
+            "-c",
+            ",".join(map(str, concurrency)),
+            "-d",
+            str(duration),
+            "--warmup",
+            str(warmup),
+            "-q",
+            "--json",
+            str(out),
+            "--label",
+            label,
+        ]
         for name, shape in (shapes or {}).items():
             command += ["--shape", f"{name}:{','.join(map(str, shape))}"]
         if repository:
             command += ["--repository", repository]
         with pinned(cpus):
-            done = subprocess.run(command, env=child_env(), capture_output=True, text=True,
-                                  timeout=120 + len(concurrency) * (duration + warmup + 30))
+            done = subprocess.run(
+                command,
+                env=child_env(),
+                capture_output=True,
+                text=True,
+                timeout=120 + len(concurrency) * (duration + warmup + 30),
+            )
         if not out.exists():
             raise RuntimeError(f"in-process run failed:\n{done.stdout}\n{done.stderr}")
         return read_json(out)
@@ -113,8 +147,10 @@ def machine_line() -> str:
                 cpu = line.split(":", 1)[1].strip()
                 break
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    return (f"{os.cpu_count()} cores ({cpu}), {platform.system()} {platform.release()}, "
-            f"Python {platform.python_version()}, load average {load:.2f} at the end")
+    return (
+        f"{os.cpu_count()} cores ({cpu}), {platform.system()} {platform.release()}, "
+        f"Python {platform.python_version()}, load average {load:.2f} at the end"
+    )
 
 
 def today() -> str:

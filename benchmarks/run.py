@@ -42,9 +42,22 @@ def target(transport: str, model: str, http_url: str, grpc_url: str) -> TargetSp
 
 
 def table(reports: dict[tuple[str, str], Report]) -> str:
-    rows = [("model", "transport", "c", "infer/s", "p50 ms", "p99 ms", "errors",
-             "gen cpu", "server queue / infer µs", "in-process infer/s", "in-process p50 ms",
-             "ratio")]
+    rows = [
+        (
+            "model",
+            "transport",
+            "c",
+            "infer/s",
+            "p50 ms",
+            "p99 ms",
+            "errors",
+            "gen cpu",
+            "server queue / infer µs",
+            "in-process infer/s",
+            "in-process p50 ms",
+            "ratio",
+        )
+    ]
     for (model, transport), report in reports.items():
         if transport == "inprocess":
             continue
@@ -52,13 +65,28 @@ def table(reports: dict[tuple[str, str], Report]) -> str:
         for p in report.points:
             ref = base.get(p.concurrency)
             server = p.server or {}
-            split = (f"{server['queue_us']:.0f} / {server['compute_infer_us']:.0f}"
-                     if server.get("queue_us") is not None else "-")
+            split = (
+                f"{server['queue_us']:.0f} / {server['compute_infer_us']:.0f}"
+                if server.get("queue_us") is not None
+                else "-"
+            )
             ratio = f"{p.infer_per_s / ref.infer_per_s:.2f}" if ref and ref.infer_per_s else "-"
-            rows.append((model, transport, str(p.concurrency), rate(p.infer_per_s),
-                         ms(p.latency_ms["p50"]), ms(p.latency_ms["p99"]), str(p.errors),
-                         f"{p.generator_cpu:.2f}", split, rate(ref.infer_per_s) if ref else "-",
-                         ms(ref.latency_ms["p50"]) if ref else "-", ratio))
+            rows.append(
+                (
+                    model,
+                    transport,
+                    str(p.concurrency),
+                    rate(p.infer_per_s),
+                    ms(p.latency_ms["p50"]),
+                    ms(p.latency_ms["p99"]),
+                    str(p.errors),
+                    f"{p.generator_cpu:.2f}",
+                    split,
+                    rate(ref.infer_per_s) if ref else "-",
+                    ms(ref.latency_ms["p50"]) if ref else "-",
+                    ratio,
+                )
+            )
     return markdown(rows, align_left=3)
 
 
@@ -88,42 +116,56 @@ def main(argv: Sequence[str] | None = None) -> int:
         shapes = IDENTITY_SHAPE if model == "identity" else {}
         print(f"== {model}: in-process", file=sys.stderr)
         reports[(model, "inprocess")] = common.run_inprocess(
-            model, concurrency, duration=duration, warmup=warmup, cpus=server_cpus,
-            shapes=shapes)
-    with serve(server_cpus, args.http_url, args.grpc_url) as (http_url, grpc_url), \
-            pinned(generator_cpus):
+            model, concurrency, duration=duration, warmup=warmup, cpus=server_cpus, shapes=shapes
+        )
+    with (
+        serve(server_cpus, args.http_url, args.grpc_url) as (http_url, grpc_url),
+        pinned(generator_cpus),
+    ):
         for model in models:
             shapes = IDENTITY_SHAPE if model == "identity" else {}
             for transport in transports:
                 print(f"== {model}: {transport}", file=sys.stderr)
                 spec = target(transport, model, http_url, grpc_url)
                 reports[(model, transport)] = run_bench(
-                    BenchSpec(spec, shapes=shapes, label=f"{transport} {model}"), points,
-                    command="python -m benchmarks.run")
+                    BenchSpec(spec, shapes=shapes, label=f"{transport} {model}"),
+                    points,
+                    command="python -m benchmarks.run",
+                )
     for model in models:
-        plot_reports([r for (m, _t), r in reports.items() if m == model], out / f"{model}.png",
-                     title=f"{model}: conveyor serve vs in-process")
-    pinning = (f"server and in-process runs on core {sorted(server_cpus)[0]}, generator on "
-               f"core {sorted(generator_cpus)[0]}" if server_cpus and generator_cpus
-               else "not pinned (fewer than 2 cores)")
-    command = "python -m benchmarks.run " + shlex.join(list(argv if argv is not None else
-                                                          sys.argv[1:]))
-    text = "\n".join([
-        f"Measured {common.today()} on {common.machine_line()}; {pinning}; closed loop, "
-        f"batch 1, {duration:g} s per point after {warmup:g} s warm-up. Command: "
-        f"`{command.strip()}`. Ratio = served infer/s / in-process infer/s at the same "
-        f"concurrency. gen cpu = cores the load generator used (1.00 = its core was full).",
-        "",
-        table(reports),
-        "",
-    ])
+        plot_reports(
+            [r for (m, _t), r in reports.items() if m == model],
+            out / f"{model}.png",
+            title=f"{model}: conveyor serve vs in-process",
+        )
+    pinning = (
+        f"server and in-process runs on core {sorted(server_cpus)[0]}, generator on "
+        f"core {sorted(generator_cpus)[0]}"
+        if server_cpus and generator_cpus
+        else "not pinned (fewer than 2 cores)"
+    )
+    command = "python -m benchmarks.run " + shlex.join(
+        list(argv if argv is not None else sys.argv[1:])
+    )
+    text = "\n".join(
+        [
+            f"Measured {common.today()} on {common.machine_line()}; {pinning}; closed loop, "
+            f"batch 1, {duration:g} s per point after {warmup:g} s warm-up. Command: "
+            f"`{command.strip()}`. Ratio = served infer/s / in-process infer/s at the same "
+            f"concurrency. gen cpu = cores the load generator used (1.00 = its core was full).",
+            "",
+            table(reports),
+            "",
+        ]
+    )
     (out / "suite.md").write_text(text)
-    (out / "suite.json").write_text(json.dumps(
-        [{"model": m, "transport": t, **r.to_dict()} for (m, t), r in reports.items()],
-        indent=1))
+    (out / "suite.json").write_text(
+        json.dumps(
+            [{"model": m, "transport": t, **r.to_dict()} for (m, t), r in reports.items()], indent=1
+        )
+    )
     print(text)
-    print(f"({time.monotonic() - started:.0f} s; table, JSON and plots in {out})",
-          file=sys.stderr)
+    print(f"({time.monotonic() - started:.0f} s; table, JSON and plots in {out})", file=sys.stderr)
     return 0 if all(p.errors == 0 for r in reports.values() for p in r.points) else 1
 
 

@@ -130,7 +130,9 @@ def build_parser() -> argparse.ArgumentParser:
     # ``conveyor bench`` has its own parser (and its own subcommands: plot, ceiling), so
     # every argument after ``bench``, --help included, is handed to it untouched.
     bench = commands.add_parser(
-        "bench", help="load-test a model (inprocess, http://, grpc://)", add_help=False,
+        "bench",
+        help="load-test a model (inprocess, http://, grpc://)",
+        add_help=False,
         prefix_chars="\0",
     )
     bench.add_argument("args", nargs=argparse.REMAINDER)

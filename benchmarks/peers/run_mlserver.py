@@ -70,32 +70,52 @@ def ensure_venv(log: Path) -> Path:
         shutil.rmtree(VENV)
     subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
     with log.open("ab") as out:
-        subprocess.run([str(python), "-m", "pip", "install", "-q", "--upgrade", "pip"],
-                       check=True, stdout=out, stderr=subprocess.STDOUT)
-        subprocess.run([str(python), "-m", "pip", "install", *PACKAGES], check=True,
-                       stdout=out, stderr=subprocess.STDOUT)
+        subprocess.run(
+            [str(python), "-m", "pip", "install", "-q", "--upgrade", "pip"],
+            check=True,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+        subprocess.run(
+            [str(python), "-m", "pip", "install", *PACKAGES],
+            check=True,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     marker.write_text(wanted)
     return python
 
 
 def write_repository(root: Path, http_port: int, grpc_port: int, metrics_port: int) -> None:
-    (root / "settings.json").write_text(json.dumps({
-        "host": "127.0.0.1", "http_port": http_port, "grpc_port": grpc_port,
-        "metrics_port": metrics_port, "parallel_workers": 0, "debug": False,
-        # Its default gRPC limit (4 MiB) rejects the 4 MiB tensor plus its message header.
-        "grpc_max_message_length": 64 * 1024 * 1024,
-    }))
+    (root / "settings.json").write_text(
+        json.dumps(
+            {
+                "host": "127.0.0.1",
+                "http_port": http_port,
+                "grpc_port": grpc_port,
+                "metrics_port": metrics_port,
+                "parallel_workers": 0,
+                "debug": False,
+                # Its default gRPC limit (4 MiB) rejects the 4 MiB tensor plus its message header.
+                "grpc_max_message_length": 64 * 1024 * 1024,
+            }
+        )
+    )
     for name, (build, inputs, outputs) in MODELS.items():
         folder = root / name
         build(folder / "model.onnx")
         shutil.copy(HERE / "onnx_runtime.py", folder / "onnx_runtime.py")
-        (folder / "model-settings.json").write_text(json.dumps({
-            "name": name,
-            "implementation": "onnx_runtime.OnnxRuntime",
-            "parameters": {"uri": "./model.onnx"},
-            "inputs": [{"name": n, "datatype": d, "shape": s} for n, d, s in inputs],
-            "outputs": [{"name": n, "datatype": d, "shape": s} for n, d, s in outputs],
-        }))
+        (folder / "model-settings.json").write_text(
+            json.dumps(
+                {
+                    "name": name,
+                    "implementation": "onnx_runtime.OnnxRuntime",
+                    "parameters": {"uri": "./model.onnx"},
+                    "inputs": [{"name": n, "datatype": d, "shape": s} for n, d, s in inputs],
+                    "outputs": [{"name": n, "datatype": d, "shape": s} for n, d, s in outputs],
+                }
+            )
+        )
 
 
 def _ready(url: str) -> bool:
@@ -113,8 +133,13 @@ def mlserver(python: Path, cpus: set[int] | None, log: Path) -> Iterator[tuple[s
         write_repository(Path(tmp), http_port, grpc_port, metrics_port)
         env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
         with log.open("ab") as out, pinned(cpus):
-            process = subprocess.Popen([str(python.parent / "mlserver"), "start", tmp],
-                                       cwd=tmp, env=env, stdout=out, stderr=subprocess.STDOUT)
+            process = subprocess.Popen(
+                [str(python.parent / "mlserver"), "start", tmp],
+                cwd=tmp,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
         http_url = f"http://127.0.0.1:{http_port}"
         try:
             deadline = time.monotonic() + 120
@@ -132,26 +157,49 @@ def mlserver(python: Path, cpus: set[int] | None, log: Path) -> Iterator[tuple[s
                 process.wait(10)
 
 
-def measure(server: str, http_url: str, grpc_url: str, transports: Sequence[str],
-            models: Sequence[str], points: Sequence[Point], cpus: set[int] | None
-            ) -> dict[tuple[str, str, str], Report]:
+def measure(
+    server: str,
+    http_url: str,
+    grpc_url: str,
+    transports: Sequence[str],
+    models: Sequence[str],
+    points: Sequence[Point],
+    cpus: set[int] | None,
+) -> dict[tuple[str, str, str], Report]:
     reports = {}
     with pinned(cpus):
         for model in models:
             shapes = IDENTITY_SHAPE if model == "identity" else {}
             for transport in transports:
                 print(f"== {server} {model} {transport}", file=sys.stderr)
-                spec = (TargetSpec(grpc_url, model) if transport == "grpc" else
-                        TargetSpec(http_url, model, encoding=transport.removeprefix("http-")))
+                spec = (
+                    TargetSpec(grpc_url, model)
+                    if transport == "grpc"
+                    else TargetSpec(http_url, model, encoding=transport.removeprefix("http-"))
+                )
                 reports[(server, model, transport)] = run_bench(
                     BenchSpec(spec, shapes=shapes, label=f"{server} {transport} {model}"),
-                    points, command="python -m benchmarks.peers.run_mlserver")
+                    points,
+                    command="python -m benchmarks.peers.run_mlserver",
+                )
     return reports
 
 
 def table(reports: dict[tuple[str, str, str], Report], concurrency: Sequence[int]) -> str:
-    rows = [("model", "transport", "c", "Conveyor infer/s", "p50 ms", "p99 ms",
-             "MLServer infer/s", "p50 ms", "p99 ms", "Conveyor / MLServer")]
+    rows = [
+        (
+            "model",
+            "transport",
+            "c",
+            "Conveyor infer/s",
+            "p50 ms",
+            "p99 ms",
+            "MLServer infer/s",
+            "p50 ms",
+            "p99 ms",
+            "Conveyor / MLServer",
+        )
+    ]
     models = sorted({m for _s, m, _t in reports}, key=list(MODELS).index)
     for model in models:
         for transport in ("http-binary", "http-json", "grpc"):
@@ -167,13 +215,23 @@ def table(reports: dict[tuple[str, str, str], Report], concurrency: Sequence[int
                     if p is None:
                         return ["n/a", "", ""]
                     failed = p.errors - p.unfinished
-                    note = "".join([f" ({failed} errors)" if failed else "",
-                                    f" ({p.unfinished} unfinished)" if p.unfinished else ""])
-                    return [rate(p.infer_per_s) + note, ms(p.latency_ms["p50"]),
-                            ms(p.latency_ms["p99"])]
+                    note = "".join(
+                        [
+                            f" ({failed} errors)" if failed else "",
+                            f" ({p.unfinished} unfinished)" if p.unfinished else "",
+                        ]
+                    )
+                    return [
+                        rate(p.infer_per_s) + note,
+                        ms(p.latency_ms["p50"]),
+                        ms(p.latency_ms["p99"]),
+                    ]
 
-                ratio = (f"{a.infer_per_s / b.infer_per_s:.1f}x"
-                         if a and b and b.infer_per_s > 0 and not b.errors else "-")
+                ratio = (
+                    f"{a.infer_per_s / b.infer_per_s:.1f}x"
+                    if a and b and b.infer_per_s > 0 and not b.errors
+                    else "-"
+                )
                 rows.append((model, transport, str(c), *cells(a), *cells(b), ratio))
     return markdown(rows, align_left=3)
 
@@ -200,26 +258,55 @@ def main(argv: Sequence[str] | None = None) -> int:
     python = ensure_venv(log)
     reports: dict[tuple[str, str, str], Report] = {}
     with mlserver(python, server_cpus, log) as (http_url, grpc_url):
-        reports.update(measure("mlserver", http_url, grpc_url, ("http-json", "grpc"), models,
-                               points, generator_cpus))
-    with serve(server_cpus, args.conveyor_http_url, args.conveyor_grpc_url) as (http_url,
-                                                                                grpc_url):
-        reports.update(measure("conveyor", http_url, grpc_url,
-                               ("http-binary", "http-json", "grpc"), models, points,
-                               generator_cpus))
-    version = subprocess.run([str(python), "-m", "pip", "show", "mlserver"], capture_output=True,
-                             text=True).stdout.split("Version: ")[-1].split("\n")[0]
-    text = (f"Measured {common.today()} on {common.machine_line()}; each server pinned to core "
-            f"0 in turn, the generator on core 1; MLServer {version} with parallel_workers 0 "
-            f"and onnxruntime intra_op 1; closed loop, batch 1, {duration:g} s per point. "
-            f"Command: `python -m benchmarks.peers.run_mlserver"
-            f"{' --quick' if args.quick else ''}`. "
-            f"MLServer has no binary tensor extension (n/a).\n\n"
-            f"{table(reports, concurrency)}\n")
+        reports.update(
+            measure(
+                "mlserver",
+                http_url,
+                grpc_url,
+                ("http-json", "grpc"),
+                models,
+                points,
+                generator_cpus,
+            )
+        )
+    with serve(server_cpus, args.conveyor_http_url, args.conveyor_grpc_url) as (http_url, grpc_url):
+        reports.update(
+            measure(
+                "conveyor",
+                http_url,
+                grpc_url,
+                ("http-binary", "http-json", "grpc"),
+                models,
+                points,
+                generator_cpus,
+            )
+        )
+    version = (
+        subprocess.run(
+            [str(python), "-m", "pip", "show", "mlserver"], capture_output=True, text=True
+        )
+        .stdout.split("Version: ")[-1]
+        .split("\n")[0]
+    )
+    text = (
+        f"Measured {common.today()} on {common.machine_line()}; each server pinned to core "
+        f"0 in turn, the generator on core 1; MLServer {version} with parallel_workers 0 "
+        f"and onnxruntime intra_op 1; closed loop, batch 1, {duration:g} s per point. "
+        f"Command: `python -m benchmarks.peers.run_mlserver"
+        f"{' --quick' if args.quick else ''}`. "
+        f"MLServer has no binary tensor extension (n/a).\n\n"
+        f"{table(reports, concurrency)}\n"
+    )
     (out / "peers.md").write_text(text)
-    (out / "peers.json").write_text(json.dumps(
-        [{"server": s, "model": m, "transport": t, **r.to_dict()}
-         for (s, m, t), r in reports.items()], indent=1))
+    (out / "peers.json").write_text(
+        json.dumps(
+            [
+                {"server": s, "model": m, "transport": t, **r.to_dict()}
+                for (s, m, t), r in reports.items()
+            ],
+            indent=1,
+        )
+    )
     print(text)
     return 0
 

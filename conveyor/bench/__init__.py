@@ -1,8 +1,8 @@
 """``conveyor bench``: a load generator and report for any KServe V2 server, or the engine.
 
-    from conveyor.bench import BenchSpec, Point, TargetSpec, run_bench
-    report = run_bench(BenchSpec(TargetSpec("grpc://127.0.0.1:8001", "mlp")),
-                       [Point(concurrency=c) for c in (1, 4, 16)])
+from conveyor.bench import BenchSpec, Point, TargetSpec, run_bench
+report = run_bench(BenchSpec(TargetSpec("grpc://127.0.0.1:8001", "mlp")),
+                   [Point(concurrency=c) for c in (1, 4, 16)])
 """
 
 from conveyor.bench.inputs import ModelSpec

@@ -35,11 +35,20 @@ _OUTPUT = bytes(64)  # one FP32 [1, 16] tensor
 
 
 def _http_response() -> bytes:
-    header = orjson.dumps({
-        "model_name": "tiny", "model_version": "1",
-        "outputs": [{"name": "OUTPUT0", "datatype": "FP32", "shape": [1, 16],
-                     "parameters": {"binary_data_size": len(_OUTPUT)}}],
-    })
+    header = orjson.dumps(
+        {
+            "model_name": "tiny",
+            "model_version": "1",
+            "outputs": [
+                {
+                    "name": "OUTPUT0",
+                    "datatype": "FP32",
+                    "shape": [1, 16],
+                    "parameters": {"binary_data_size": len(_OUTPUT)},
+                }
+            ],
+        }
+    )
     body = header + _OUTPUT
     return (
         f"HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n"
@@ -49,9 +58,11 @@ def _http_response() -> bytes:
 
 def _grpc_response() -> pb.ModelInferResponse:
     return pb.ModelInferResponse(
-        model_name="tiny", model_version="1",
-        outputs=[pb.ModelInferResponse.InferOutputTensor(name="OUTPUT0", datatype="FP32",
-                                                        shape=(1, 16))],
+        model_name="tiny",
+        model_version="1",
+        outputs=[
+            pb.ModelInferResponse.InferOutputTensor(name="OUTPUT0", datatype="FP32", shape=(1, 16))
+        ],
         raw_output_contents=[_OUTPUT],
     )
 
@@ -134,8 +145,12 @@ def _pin_plan() -> tuple[int | None, set[int] | None]:
     return cores[0], set(cores[1:])
 
 
-def measure(duration_s: float = 3.0, concurrency: Sequence[int] = (1, 16),
-            processes: Sequence[int] = (1,), progress: bool = True) -> list[Report]:
+def measure(
+    duration_s: float = 3.0,
+    concurrency: Sequence[int] = (1, 16),
+    processes: Sequence[int] = (1,),
+    progress: bool = True,
+) -> list[Report]:
     server_cpu, generator_cpus = _pin_plan()
     context = multiprocessing.get_context("spawn")
     http_sock = socket.socket()
@@ -144,8 +159,9 @@ def measure(duration_s: float = 3.0, concurrency: Sequence[int] = (1, 16),
     http_port = http_sock.getsockname()[1]
     grpc_port = _free_port()
     ready = context.Event()
-    canned = context.Process(target=_canned_main, args=(http_sock, grpc_port, ready, server_cpu),
-                             daemon=True)
+    canned = context.Process(
+        target=_canned_main, args=(http_sock, grpc_port, ready, server_cpu), daemon=True
+    )
     canned.start()
     http_sock.close()
     before = os.sched_getaffinity(0) if generator_cpus else None
@@ -159,16 +175,23 @@ def measure(duration_s: float = 3.0, concurrency: Sequence[int] = (1, 16),
         targets = [
             (TargetSpec(f"http://127.0.0.1:{http_port}", "tiny"), "canned http-binary"),
             (TargetSpec(f"grpc://127.0.0.1:{grpc_port}", "tiny"), "canned grpc"),
-            (TargetSpec(f"grpc://127.0.0.1:{grpc_port}", "tiny", streaming=True),
-             "canned grpc-stream"),
+            (
+                TargetSpec(f"grpc://127.0.0.1:{grpc_port}", "tiny", streaming=True),
+                "canned grpc-stream",
+            ),
         ]
         for spec, label in targets:
             for n in processes:
-                bench = BenchSpec(spec, processes=n, model_spec=TINY,
-                                  label=f"{label} x{n} proc")
+                bench = BenchSpec(spec, processes=n, model_spec=TINY, label=f"{label} x{n} proc")
                 reports.append(run_bench(bench, points, progress=progress, command="ceiling"))
-        reports.append(run_bench(BenchSpec(TargetSpec("inprocess", "tiny"), label="inprocess"),
-                                 points, progress=progress, command="ceiling"))
+        reports.append(
+            run_bench(
+                BenchSpec(TargetSpec("inprocess", "tiny"), label="inprocess"),
+                points,
+                progress=progress,
+                command="ceiling",
+            )
+        )
     finally:
         if before is not None:
             os.sched_setaffinity(0, before)
@@ -178,17 +201,38 @@ def measure(duration_s: float = 3.0, concurrency: Sequence[int] = (1, 16),
 
 
 def format_ceiling(reports: Sequence[Report]) -> str:
-    rows = [("target", "point", "infer/s", "p50 ms", "p99 ms", "errors", "gen cpu",
-             "infer/s per gen core")]
+    rows = [
+        (
+            "target",
+            "point",
+            "infer/s",
+            "p50 ms",
+            "p99 ms",
+            "errors",
+            "gen cpu",
+            "infer/s per gen core",
+        )
+    ]
     for report in reports:
         for p in report.points:
             per_core = p.infer_per_s / p.generator_cpu if p.generator_cpu > 0 else 0.0
-            rows.append((report.label, p.x_label, f"{p.infer_per_s:,.0f}",
-                         f"{p.latency_ms['p50'] or 0:.3f}", f"{p.latency_ms['p99'] or 0:.3f}",
-                         str(p.errors), f"{p.generator_cpu:.2f}", f"{per_core:,.0f}"))
+            rows.append(
+                (
+                    report.label,
+                    p.x_label,
+                    f"{p.infer_per_s:,.0f}",
+                    f"{p.latency_ms['p50'] or 0:.3f}",
+                    f"{p.latency_ms['p99'] or 0:.3f}",
+                    str(p.errors),
+                    f"{p.generator_cpu:.2f}",
+                    f"{per_core:,.0f}",
+                )
+            )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(c.ljust(widths[i]) if i == 0 else c.rjust(widths[i])
-                       for i, c in enumerate(row)) for row in rows]
+    lines = [
+        "  ".join(c.ljust(widths[i]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(row))
+        for row in rows
+    ]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
 
@@ -197,12 +241,20 @@ def main(argv: Sequence[str]) -> int:
     p = argparse.ArgumentParser(prog="conveyor bench ceiling", description=__doc__.split("\n\n")[0])
     p.add_argument("-d", "--duration", type=float, default=3.0)
     p.add_argument("-c", "--concurrency", default="1,16")
-    p.add_argument("-p", "--processes", default="1,2",
-                   help="generator processes to try, e.g. 1,2 (default %(default)s)")
+    p.add_argument(
+        "-p",
+        "--processes",
+        default="1,2",
+        help="generator processes to try, e.g. 1,2 (default %(default)s)",
+    )
     p.add_argument("-q", "--quiet", action="store_true")
     args = p.parse_args(argv)
-    reports = measure(args.duration, [int(c) for c in args.concurrency.split(",")],
-                      [int(n) for n in args.processes.split(",")], progress=not args.quiet)
+    reports = measure(
+        args.duration,
+        [int(c) for c in args.concurrency.split(",")],
+        [int(n) for n in args.processes.split(",")],
+        progress=not args.quiet,
+    )
     print(format_ceiling(reports))
     sys.stdout.flush()
     return 0

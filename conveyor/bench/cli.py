@@ -1,9 +1,9 @@
 """``conveyor bench``: measure a model through a target, print a table, write JSON and a plot.
 
-    conveyor bench MODEL [--url inprocess|http://H:P|grpc://H:P] [--concurrency 1,4,16 |
-                          --request-rate 100,500] [options]
-    conveyor bench plot REPORT.json [REPORT.json ...] -o OUT.png
-    conveyor bench ceiling          (the generator's own ceiling against canned servers)
+conveyor bench MODEL [--url inprocess|http://H:P|grpc://H:P] [--concurrency 1,4,16 |
+                      --request-rate 100,500] [options]
+conveyor bench plot REPORT.json [REPORT.json ...] -o OUT.png
+conveyor bench ceiling          (the generator's own ceiling against canned servers)
 """
 
 from __future__ import annotations
@@ -26,13 +26,21 @@ from conveyor.options import add_arguments, from_arguments, option
 class Output:
     """Where a run's results go besides the table on stdout."""
 
-    json_path: str | None = dataclasses.field(default=None, metadata=option(
-        "write the report as JSON", flags=("--json",), metavar="REPORT.json"))
-    plot_path: str | None = dataclasses.field(default=None, metadata=option(
-        "draw latency against throughput (needs matplotlib: pip install 'conveyor[bench]')",
-        flags=("--plot",), metavar="REPORT.png"))
-    quiet: bool = dataclasses.field(default=False, metadata=option(
-        "no progress on stderr", flags=("-q", "--quiet")))
+    json_path: str | None = dataclasses.field(
+        default=None,
+        metadata=option("write the report as JSON", flags=("--json",), metavar="REPORT.json"),
+    )
+    plot_path: str | None = dataclasses.field(
+        default=None,
+        metadata=option(
+            "draw latency against throughput (needs matplotlib: pip install 'conveyor[bench]')",
+            flags=("--plot",),
+            metavar="REPORT.png",
+        ),
+    )
+    quiet: bool = dataclasses.field(
+        default=False, metadata=option("no progress on stderr", flags=("-q", "--quiet"))
+    )
 
 
 # Every option is a field of one of these dataclasses; --help groups them under these titles.
@@ -74,8 +82,12 @@ def _run(argv: Sequence[str]) -> int:
     if output.plot_path and not _can_plot():
         return 2
     try:
-        report = run_bench(bench, sweep.points(bench.seed), progress=not output.quiet,
-                           command="conveyor bench " + shlex.join(argv))
+        report = run_bench(
+            bench,
+            sweep.points(bench.seed),
+            progress=not output.quiet,
+            command="conveyor bench " + shlex.join(argv),
+        )
     except (ValueError, OSError, RequestFailed, ConveyorError) as exc:
         print(f"conveyor bench: {exc}", file=sys.stderr)
         return 1
@@ -106,8 +118,9 @@ def _plot(argv: Sequence[str]) -> int:
 
     if not _can_plot():
         return 2
-    p = argparse.ArgumentParser(prog="conveyor bench plot",
-                                description="Draw several reports on one plot.")
+    p = argparse.ArgumentParser(
+        prog="conveyor bench plot", description="Draw several reports on one plot."
+    )
     p.add_argument("reports", nargs="+", metavar="REPORT.json")
     p.add_argument("-o", "--output", required=True, metavar="OUT.png")
     p.add_argument("--title")

@@ -164,7 +164,11 @@ async def _closed_slot(client: Client, end: int, rec: _Recorder) -> None:
 
 
 async def _open_schedule(
-    client: Client, times_ns: np.ndarray, max_inflight: int, spin_ns: int, rec: _Recorder,
+    client: Client,
+    times_ns: np.ndarray,
+    max_inflight: int,
+    spin_ns: int,
+    rec: _Recorder,
     tasks: set,
 ) -> None:
     gate = asyncio.Semaphore(max_inflight)
@@ -209,7 +213,8 @@ async def run_point(
     window_end = window_start + int(point.duration_s * 1e9)
     rec = _Recorder(window_start, window_end)
     reporter = (
-        asyncio.create_task(_report_progress(rec, progress, worker)) if progress is not None
+        asyncio.create_task(_report_progress(rec, progress, worker))
+        if progress is not None
         else None
     )
     tasks: set[asyncio.Task] = set()

@@ -74,15 +74,28 @@ def draw(reports: Sequence[Report], title: str | None = None) -> Any:
         points = [p for p in report.points if p.latency_ms.get("p50") is not None]
         xs = [p.infer_per_s for p in points]
         for key, style in STYLES.items():
-            ax.plot(xs, [p.latency_ms[key] for p in points], style, marker="o", markersize=3,
-                    color=color)
+            ax.plot(
+                xs,
+                [p.latency_ms[key] for p in points],
+                style,
+                marker="o",
+                markersize=3,
+                color=color,
+            )
         for p in points:
-            ax.annotate(p.x_label, (p.infer_per_s, p.latency_ms["p50"]), fontsize=7,
-                        textcoords="offset points", xytext=(3, -9), color=color)
+            ax.annotate(
+                p.x_label,
+                (p.infer_per_s, p.latency_ms["p50"]),
+                fontsize=7,
+                textcoords="offset points",
+                xytext=(3, -9),
+                color=color,
+            )
         handles.append(Line2D([], [], color=color, marker="o", markersize=3, label=report.label))
     # The percentiles' styles, without markers, so a dashed line looks dashed.
-    handles += [Line2D([], [], color="0.35", linestyle=style, label=key)
-                for key, style in STYLES.items()]
+    handles += [
+        Line2D([], [], color="0.35", linestyle=style, label=key) for key, style in STYLES.items()
+    ]
     ax.set_xlabel("throughput (infer/s)")
     ax.set_ylabel("latency (ms)")
     ax.set_yscale("log")
@@ -91,8 +104,7 @@ def draw(reports: Sequence[Report], title: str | None = None) -> Any:
     ax.yaxis.set_minor_formatter(NullFormatter())
     ax.grid(True, which="both", alpha=0.3)
     ax.set_title(title or default_title(reports))
-    ax.legend(handles=handles, fontsize=7, handlelength=3,
-              ncol=2 if len(reports) > 3 else 1)
+    ax.legend(handles=handles, fontsize=7, handlelength=3, ncol=2 if len(reports) > 3 else 1)
     fig.tight_layout()
     return fig
 

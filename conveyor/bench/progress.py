@@ -16,8 +16,14 @@ _WIDTH = 24
 
 
 class Progress:
-    def __init__(self, label: str, total_s: float, counts: Sequence[int],
-                 stream: TextIO | None = None, enabled: bool = True) -> None:
+    def __init__(
+        self,
+        label: str,
+        total_s: float,
+        counts: Sequence[int],
+        stream: TextIO | None = None,
+        enabled: bool = True,
+    ) -> None:
         self.label = label
         self.total_s = total_s
         self.counts = counts
@@ -41,8 +47,9 @@ class Progress:
             filled = min(_WIDTH, int(_WIDTH * elapsed / self.total_s)) if self.total_s else _WIDTH
             bar = "#" * filled + "." * (_WIDTH - filled)
             done = sum(self.counts)
-            self.stream.write(f"\r  {self.label} [{bar}] {elapsed:4.1f}/{self.total_s:.1f}s "
-                              f"{done:,} done ")
+            self.stream.write(
+                f"\r  {self.label} [{bar}] {elapsed:4.1f}/{self.total_s:.1f}s {done:,} done "
+            )
             self.stream.flush()
 
     def finish(self, summary: str) -> None:

@@ -157,27 +157,45 @@ def format_table(report: Report) -> str:
         f"{report.label}: {report.model} via {report.transport} ({report.target}), "
         f"batch {report.batch_size}"
     )
-    columns = ("point", "infer/s", "p50 ms", "p90 ms", "p99 ms", "max ms", "errors",
-               "gen cpu", "srv queue/in/infer/out us", "batch")
+    columns = (
+        "point",
+        "infer/s",
+        "p50 ms",
+        "p90 ms",
+        "p99 ms",
+        "max ms",
+        "errors",
+        "gen cpu",
+        "srv queue/in/infer/out us",
+        "batch",
+    )
     rows = [columns]
     for p in report.points:
         lat = p.latency_ms
         server = p.server
         split = (
-            "/".join(_us(server[k]) for k in ("queue_us", "compute_input_us",
-                                               "compute_infer_us", "compute_output_us"))
-            if server else "-"
+            "/".join(
+                _us(server[k])
+                for k in ("queue_us", "compute_input_us", "compute_infer_us", "compute_output_us")
+            )
+            if server
+            else "-"
         )
         batch = f"{server['avg_batch']:.1f}" if server and server.get("avg_batch") else "-"
-        rows.append((
-            p.x_label,
-            f"{p.infer_per_s:,.0f}",
-            _ms(lat["p50"]), _ms(lat["p90"]), _ms(lat["p99"]), _ms(lat["max"]),
-            str(p.errors),
-            f"{p.generator_cpu:.2f}",
-            split,
-            batch,
-        ))
+        rows.append(
+            (
+                p.x_label,
+                f"{p.infer_per_s:,.0f}",
+                _ms(lat["p50"]),
+                _ms(lat["p90"]),
+                _ms(lat["p99"]),
+                _ms(lat["max"]),
+                str(p.errors),
+                f"{p.generator_cpu:.2f}",
+                split,
+                batch,
+            )
+        )
     widths = [max(len(row[i]) for row in rows) for i in range(len(columns))]
     lines = [head]
     for n, row in enumerate(rows):
@@ -189,9 +207,13 @@ def format_table(report: Report) -> str:
             lines.append(f"  {p.x_label} error: {sample}")
         lag_p99 = (p.send_lag_ms or {}).get("p99")
         if lag_p99 is not None and lag_p99 > _LATE_SEND_MS:
-            lines.append(f"  {p.x_label}: the generator sent late (send lag p99 "
-                         f"{lag_p99:.1f} ms): it may be the bottleneck")
+            lines.append(
+                f"  {p.x_label}: the generator sent late (send lag p99 "
+                f"{lag_p99:.1f} ms): it may be the bottleneck"
+            )
         if p.throttled:
-            lines.append(f"  {p.x_label}: {p.throttled} requests waited for one of the "
-                         f"--max-inflight slots (their wait is in their latency)")
+            lines.append(
+                f"  {p.x_label}: {p.throttled} requests waited for one of the "
+                f"--max-inflight slots (their wait is in their latency)"
+            )
     return "\n".join(lines)

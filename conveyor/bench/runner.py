@@ -29,34 +29,56 @@ class BenchSpec:
     """
 
     target: TargetSpec
-    batch_size: int = dataclasses.field(default=1, metadata=option(
-        "the first dimension of inputs whose first dimension is dynamic",
-        flags=("-b", "--batch-size")))
-    shapes: dict = dataclasses.field(default_factory=dict, metadata=option(
-        "an input's shape (without the batch dimension when the model batches); repeat "
-        "for more inputs (default: the model's, -1 as 1)", flags=("--shape",),
-        metavar="NAME:D1,D2", convert=parse_shapes))
-    input_data: str = dataclasses.field(default="random", metadata=option(
-        f"{' | '.join(INPUT_DATA)} | FILE.npz (arrays named by input)"))
-    processes: int = dataclasses.field(default=1, metadata=option(
-        "generator processes", flags=("-p", "--processes")))
-    seed: int = dataclasses.field(default=0, metadata=option(
-        "seed of the random inputs and of Poisson schedules"))
-    label: str = dataclasses.field(default="", metadata=option(
-        "name of this run in the table and plots (default: TRANSPORT MODEL)"))
+    batch_size: int = dataclasses.field(
+        default=1,
+        metadata=option(
+            "the first dimension of inputs whose first dimension is dynamic",
+            flags=("-b", "--batch-size"),
+        ),
+    )
+    shapes: dict = dataclasses.field(
+        default_factory=dict,
+        metadata=option(
+            "an input's shape (without the batch dimension when the model batches); repeat "
+            "for more inputs (default: the model's, -1 as 1)",
+            flags=("--shape",),
+            metavar="NAME:D1,D2",
+            convert=parse_shapes,
+        ),
+    )
+    input_data: str = dataclasses.field(
+        default="random",
+        metadata=option(f"{' | '.join(INPUT_DATA)} | FILE.npz (arrays named by input)"),
+    )
+    processes: int = dataclasses.field(
+        default=1, metadata=option("generator processes", flags=("-p", "--processes"))
+    )
+    seed: int = dataclasses.field(
+        default=0, metadata=option("seed of the random inputs and of Poisson schedules")
+    )
+    label: str = dataclasses.field(
+        default="",
+        metadata=option("name of this run in the table and plots (default: TRANSPORT MODEL)"),
+    )
     model_spec: ModelSpec | None = None  # skip asking the server (e.g. a canned peer)
 
 
-def run_bench(bench: BenchSpec, points: Sequence[Point], *, progress: bool = True,
-              command: str | None = None) -> Report:
+def run_bench(
+    bench: BenchSpec, points: Sequence[Point], *, progress: bool = True, command: str | None = None
+) -> Report:
     spec = bench.target
     if spec.scheme == "inprocess" and bench.processes != 1:
         raise ValueError("the inprocess target runs in one process (--processes 1)")
     control = make_control(spec)
     try:
         model = bench.model_spec or control.describe()
-        inputs = make_inputs(model, batch_size=bench.batch_size, shapes=bench.shapes,
-                             data=bench.input_data, seed=bench.seed)
+        inputs = make_inputs(
+            model,
+            batch_size=bench.batch_size,
+            shapes=bench.shapes,
+            data=bench.input_data,
+            seed=bench.seed,
+        )
         report = Report(
             label=bench.label or f"{spec.label} {spec.model}",
             target=spec.url,
@@ -87,8 +109,9 @@ def run_bench(bench: BenchSpec, points: Sequence[Point], *, progress: bool = Tru
         control.close()
 
 
-def _measure(runner, control, point: Point, bench: BenchSpec, label: str,
-             progress: bool) -> PointResult:
+def _measure(
+    runner, control, point: Point, bench: BenchSpec, label: str, progress: bool
+) -> PointResult:
     start_ns = time.monotonic_ns() + int(_START_DELAY_S * 1e9)
     before: list[StatsTotals | None] = [None]
 
@@ -100,8 +123,12 @@ def _measure(runner, control, point: Point, bench: BenchSpec, label: str,
     timer.daemon = True
     timer.start()
     what = f"c={point.concurrency}" if point.mode == "closed" else f"rate={point.rate:g}/s"
-    bar = Progress(f"{label} {what}", _START_DELAY_S + point.warmup_s + point.duration_s,
-                   runner.progress, enabled=progress)
+    bar = Progress(
+        f"{label} {what}",
+        _START_DELAY_S + point.warmup_s + point.duration_s,
+        runner.progress,
+        enabled=progress,
+    )
     with bar:
         results = runner.run(point, start_ns)
         timer.join(timeout=30)

@@ -23,9 +23,7 @@ def positive_list(kind: type) -> Callable[[str], list]:
         try:
             values = [kind(v) for v in text.split(",") if v.strip()]
         except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"want a comma-separated list, got {text!r}"
-            ) from None
+            raise argparse.ArgumentTypeError(f"want a comma-separated list, got {text!r}") from None
         if not values or any(v <= 0 for v in values):
             raise argparse.ArgumentTypeError(f"want positive numbers, got {text!r}")
         return values
@@ -35,38 +33,79 @@ def positive_list(kind: type) -> Callable[[str], list]:
 
 @dataclasses.dataclass(frozen=True)
 class Sweep:
-    concurrency: tuple[int, ...] = dataclasses.field(default=(), metadata=option(
-        "closed loop: requests in flight, e.g. 1,4,16 (default: 1)",
-        flags=("-c", "--concurrency"), type=positive_list(int), action="store",
-        metavar="N[,N...]"))
-    request_rate: tuple[float, ...] = dataclasses.field(default=(), metadata=option(
-        "open loop: requests per second, e.g. 100,500,1000",
-        flags=("-r", "--request-rate"), type=positive_list(float), action="store",
-        metavar="R[,R...]"))
-    distribution: str = dataclasses.field(default="constant", metadata=option(
-        "open-loop schedule", choices=DISTRIBUTIONS))
-    duration_s: float = dataclasses.field(default=5.0, metadata=option(
-        "measured seconds per point", flags=("-d", "--duration"), metavar="SECONDS"))
-    warmup_s: float = dataclasses.field(default=1.0, metadata=option(
-        "unmeasured seconds before each point", flags=("--warmup",), metavar="SECONDS"))
-    max_inflight: int = dataclasses.field(default=1024, metadata=option(
-        "open loop: requests in flight per generator process at most"))
-    spin_s: float = dataclasses.field(default=0.0, metadata=option(
-        "open loop: busy-wait this many seconds before each send (e.g. 0.0015) for a send "
-        "lag of microseconds instead of about a millisecond, at the cost of a core",
-        flags=("--spin",), metavar="SECONDS"))
+    concurrency: tuple[int, ...] = dataclasses.field(
+        default=(),
+        metadata=option(
+            "closed loop: requests in flight, e.g. 1,4,16 (default: 1)",
+            flags=("-c", "--concurrency"),
+            type=positive_list(int),
+            action="store",
+            metavar="N[,N...]",
+        ),
+    )
+    request_rate: tuple[float, ...] = dataclasses.field(
+        default=(),
+        metadata=option(
+            "open loop: requests per second, e.g. 100,500,1000",
+            flags=("-r", "--request-rate"),
+            type=positive_list(float),
+            action="store",
+            metavar="R[,R...]",
+        ),
+    )
+    distribution: str = dataclasses.field(
+        default="constant", metadata=option("open-loop schedule", choices=DISTRIBUTIONS)
+    )
+    duration_s: float = dataclasses.field(
+        default=5.0,
+        metadata=option(
+            "measured seconds per point", flags=("-d", "--duration"), metavar="SECONDS"
+        ),
+    )
+    warmup_s: float = dataclasses.field(
+        default=1.0,
+        metadata=option(
+            "unmeasured seconds before each point", flags=("--warmup",), metavar="SECONDS"
+        ),
+    )
+    max_inflight: int = dataclasses.field(
+        default=1024, metadata=option("open loop: requests in flight per generator process at most")
+    )
+    spin_s: float = dataclasses.field(
+        default=0.0,
+        metadata=option(
+            "open loop: busy-wait this many seconds before each send (e.g. 0.0015) for a send "
+            "lag of microseconds instead of about a millisecond, at the cost of a core",
+            flags=("--spin",),
+            metavar="SECONDS",
+        ),
+    )
     drain_s: float = 10.0  # how long requests still running after a point may finish
 
     def __post_init__(self) -> None:
         if self.concurrency and self.request_rate:
-            raise ValueError("give --concurrency (closed loop) or --request-rate (open loop), "
-                             "not both")
+            raise ValueError(
+                "give --concurrency (closed loop) or --request-rate (open loop), not both"
+            )
 
     def points(self, seed: int = 0) -> list[Point]:
-        common = Point(concurrency=1, warmup_s=self.warmup_s, duration_s=self.duration_s,
-                       seed=seed, max_inflight=self.max_inflight, drain_s=self.drain_s)
+        common = Point(
+            concurrency=1,
+            warmup_s=self.warmup_s,
+            duration_s=self.duration_s,
+            seed=seed,
+            max_inflight=self.max_inflight,
+            drain_s=self.drain_s,
+        )
         if self.request_rate:
-            return [dataclasses.replace(common, concurrency=None, rate=r,
-                                        distribution=self.distribution, spin_s=self.spin_s)
-                    for r in self.request_rate]
+            return [
+                dataclasses.replace(
+                    common,
+                    concurrency=None,
+                    rate=r,
+                    distribution=self.distribution,
+                    spin_s=self.spin_s,
+                )
+                for r in self.request_rate
+            ]
         return [dataclasses.replace(common, concurrency=c) for c in (self.concurrency or (1,))]

@@ -51,8 +51,9 @@ class LocalRunner:
     def run(self, point: Point, start_ns: int) -> list[WorkerResult]:
         self.progress[0] = 0
         result = self._loop.run_until_complete(
-            run_point(self._client, point, start_ns, slots=point.concurrency or 0,
-                      progress=self.progress)
+            run_point(
+                self._client, point, start_ns, slots=point.concurrency or 0, progress=self.progress
+            )
         )
         return [result]
 
@@ -61,8 +62,14 @@ class LocalRunner:
         self._loop.close()
 
 
-def _generator_main(conn: Connection, spec: TargetSpec, inputs: Mapping[str, np.ndarray],
-                    index: int, workers: int, progress: MutableSequence[int]) -> None:
+def _generator_main(
+    conn: Connection,
+    spec: TargetSpec,
+    inputs: Mapping[str, np.ndarray],
+    index: int,
+    workers: int,
+    progress: MutableSequence[int],
+) -> None:
     loop = new_event_loop()
     try:
         client = make_client(spec, inputs)
@@ -77,8 +84,15 @@ def _generator_main(conn: Connection, spec: TargetSpec, inputs: Mapping[str, np.
                 break
             try:
                 result = loop.run_until_complete(
-                    run_point(client, message.point, message.start_ns, slots=message.slots,
-                              worker=index, workers=workers, progress=progress)
+                    run_point(
+                        client,
+                        message.point,
+                        message.start_ns,
+                        slots=message.slots,
+                        worker=index,
+                        workers=workers,
+                        progress=progress,
+                    )
                 )
                 conn.send(PointDone(message.id, result))
             except Exception:
@@ -91,8 +105,7 @@ def _generator_main(conn: Connection, spec: TargetSpec, inputs: Mapping[str, np.
 class GeneratorProcesses:
     """``processes`` spawned generator processes, each driving its share of every point."""
 
-    def __init__(self, spec: TargetSpec, inputs: Mapping[str, np.ndarray],
-                 processes: int) -> None:
+    def __init__(self, spec: TargetSpec, inputs: Mapping[str, np.ndarray], processes: int) -> None:
         context = multiprocessing.get_context("spawn")
         self.progress: MutableSequence[int] = context.Array("q", processes, lock=False)
         self._conns: list[Connection] = []

@@ -158,4 +158,4 @@ def exposition(metrics_registry: CollectorRegistry) -> bytes:
 
 
 def _escape_label(value: str) -> str:
-    return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r'\"')
+    return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")

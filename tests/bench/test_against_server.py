@@ -24,8 +24,11 @@ def _target(server, transport, model="tiny"):
 
 @pytest.mark.parametrize("transport", ["binary", "json", "grpc", "grpc-stream"])
 def test_closed_loop_with_the_server_split(server, transport):
-    report = run_bench(BenchSpec(_target(server, transport, "mlp")),
-                       [Point(concurrency=4, **SHORT)], progress=False)
+    report = run_bench(
+        BenchSpec(_target(server, transport, "mlp")),
+        [Point(concurrency=4, **SHORT)],
+        progress=False,
+    )
     (point,) = report.points
     assert point.errors == 0, point.error_samples
     assert point.requests > 20
@@ -39,9 +42,11 @@ def test_closed_loop_with_the_server_split(server, transport):
 
 @pytest.mark.parametrize("transport", ["binary", "grpc", "grpc-stream"])
 def test_a_4_mib_tensor_travels(server, transport):
-    report = run_bench(BenchSpec(_target(server, transport, "identity"),
-                                 shapes={"INPUT0": (1024 * 1024,)}),
-                       [Point(concurrency=2, **SHORT)], progress=False)
+    report = run_bench(
+        BenchSpec(_target(server, transport, "identity"), shapes={"INPUT0": (1024 * 1024,)}),
+        [Point(concurrency=2, **SHORT)],
+        progress=False,
+    )
     (point,) = report.points
     assert point.errors == 0, point.error_samples
     assert point.requests > 0
@@ -49,17 +54,33 @@ def test_a_4_mib_tensor_travels(server, transport):
 
 
 def test_open_loop_over_http(server):
-    report = run_bench(BenchSpec(_target(server, "binary")),
-                       [Point(rate=200, warmup_s=0.0, duration_s=0.5, drain_s=10.0)],
-                       progress=False)
+    report = run_bench(
+        BenchSpec(_target(server, "binary")),
+        [Point(rate=200, warmup_s=0.0, duration_s=0.5, drain_s=10.0)],
+        progress=False,
+    )
     (point,) = report.points
     assert point.errors == 0 and point.latency_ms["count"] == 100
 
 
 def test_cli_with_two_worker_processes(server, tmp_path, bench_cli):
     out = tmp_path / "r.json"
-    done = bench_cli("tiny", "--url", server.grpc_url, "-c", "4", "-d", "0.4", "--warmup", "0.1",
-                   "-p", "2", "-q", "--json", str(out))
+    done = bench_cli(
+        "tiny",
+        "--url",
+        server.grpc_url,
+        "-c",
+        "4",
+        "-d",
+        "0.4",
+        "--warmup",
+        "0.1",
+        "-p",
+        "2",
+        "-q",
+        "--json",
+        str(out),
+    )
     assert done.returncode == 0, done.stderr
     assert "tiny via grpc" in done.stdout
     (point,) = read_json(out).points
@@ -68,8 +89,9 @@ def test_cli_with_two_worker_processes(server, tmp_path, bench_cli):
 
 def test_an_unknown_model_is_a_clear_error(server, capsys):
     with pytest.raises(RequestFailed, match="nope"):
-        run_bench(BenchSpec(_target(server, "binary", "nope")), [Point(concurrency=1)],
-                  progress=False)
+        run_bench(
+            BenchSpec(_target(server, "binary", "nope")), [Point(concurrency=1)], progress=False
+        )
     for url in (server.http_url, server.grpc_url):
         assert main(["bench", "nope", "--url", url, "-q"]) == 1
         assert "nope" in capsys.readouterr().err
@@ -80,9 +102,11 @@ def test_open_loop_generator_sleeps_between_sends_and_reports_its_cpu(server):
     # send instead of spinning, so its CPU (process time / wall time) is well below a core,
     # and the timers' granularity keeps the send lag within about one schedule gap.
     rate = 500
-    report = run_bench(BenchSpec(_target(server, "binary")),
-                       [Point(rate=rate, warmup_s=0.2, duration_s=2.0, drain_s=10.0)],
-                       progress=False)
+    report = run_bench(
+        BenchSpec(_target(server, "binary")),
+        [Point(rate=rate, warmup_s=0.2, duration_s=2.0, drain_s=10.0)],
+        progress=False,
+    )
     (point,) = report.points
     assert point.errors == 0, point.error_samples
     assert point.generator_cpu < 0.5, point.generator_cpu
@@ -94,9 +118,11 @@ def test_open_loop_generator_sleeps_between_sends_and_reports_its_cpu(server):
 def test_spinning_is_an_option_that_costs_cpu(server):
     # The busy-wait is there for who asks for it: it keeps the generator on the CPU.
     def cpu(spin_s: float) -> float:
-        report = run_bench(BenchSpec(_target(server, "binary")),
-                           [Point(rate=200, warmup_s=0.1, duration_s=1.0, spin_s=spin_s)],
-                           progress=False)
+        report = run_bench(
+            BenchSpec(_target(server, "binary")),
+            [Point(rate=200, warmup_s=0.1, duration_s=1.0, spin_s=spin_s)],
+            progress=False,
+        )
         return report.points[0].generator_cpu
 
     assert cpu(0.004) > cpu(0.0)

@@ -36,8 +36,12 @@ def test_batch_size_on_a_fixed_non_batching_input_is_an_error():
 
 MODEL = ModelSpec(
     "m",
-    (InputSpec("f", "FP16", (-1, 4)), InputSpec("i", "INT32", (2,)),
-     InputSpec("b", "BOOL", (3,)), InputSpec("s", "BYTES", (-1,))),
+    (
+        InputSpec("f", "FP16", (-1, 4)),
+        InputSpec("i", "INT32", (2,)),
+        InputSpec("b", "BOOL", (3,)),
+        InputSpec("s", "BYTES", (-1,)),
+    ),
     ("out",),
     0,
 )
@@ -56,8 +60,13 @@ def test_make_inputs_dtypes_and_shapes(data):
 
 def test_make_inputs_from_npz(tmp_path):
     path = tmp_path / "in.npz"
-    np.savez(path, f=np.ones((2, 4)), i=np.array([1, 2]), b=np.array([True, False, True]),
-             s=np.array(["ab", "c"]))
+    np.savez(
+        path,
+        f=np.ones((2, 4)),
+        i=np.array([1, 2]),
+        b=np.array([True, False, True]),
+        s=np.array(["ab", "c"]),
+    )
     inputs = make_inputs(MODEL, data=str(path))
     assert inputs["f"].dtype == np.float16 and inputs["f"].shape == (2, 4)
     assert inputs["s"].tolist() == [b"ab", b"c"]

@@ -15,8 +15,12 @@ from conveyor.options import from_arguments
 def _parse(*argv: str):
     args = run_parser().parse_args(argv)
     target = from_arguments(args, TargetSpec)
-    return (target, from_arguments(args, Sweep), from_arguments(args, BenchSpec, target=target),
-            from_arguments(args, Output))
+    return (
+        target,
+        from_arguments(args, Sweep),
+        from_arguments(args, BenchSpec, target=target),
+        from_arguments(args, Output),
+    )
 
 
 def test_every_field_with_help_is_an_option_and_nothing_else_is():
@@ -32,9 +36,28 @@ def test_every_field_with_help_is_an_option_and_nothing_else_is():
 
 def test_options_become_the_dataclasses():
     target, sweep, bench, output = _parse(
-        "mlp", "--url", "grpc://h:9", "--streaming", "-r", "100,500", "--spin", "0.001",
-        "-d", "2", "--shape", "INPUT0:4,8", "--shape", "INPUT1:3", "-b", "2", "-p", "3",
-        "--json", "r.json", "-q")
+        "mlp",
+        "--url",
+        "grpc://h:9",
+        "--streaming",
+        "-r",
+        "100,500",
+        "--spin",
+        "0.001",
+        "-d",
+        "2",
+        "--shape",
+        "INPUT0:4,8",
+        "--shape",
+        "INPUT1:3",
+        "-b",
+        "2",
+        "-p",
+        "3",
+        "--json",
+        "r.json",
+        "-q",
+    )
     assert target == TargetSpec("grpc://h:9", "mlp", streaming=True)
     assert sweep.request_rate == (100.0, 500.0) and sweep.duration_s == 2.0
     assert bench.shapes == {"INPUT0": (4, 8), "INPUT1": (3,)}

@@ -91,8 +91,9 @@ def test_failures_are_counted_with_samples():
 
 
 def test_requests_still_running_after_the_drain_are_cancelled_and_counted():
-    result = _run(SleepClient(30.0), Point(concurrency=3, warmup_s=0.0, duration_s=0.2,
-                                           drain_s=0.2))
+    result = _run(
+        SleepClient(30.0), Point(concurrency=3, warmup_s=0.0, duration_s=0.2, drain_s=0.2)
+    )
     assert result.unfinished == 3 and result.errors == 3
 
 
@@ -122,8 +123,9 @@ def test_open_loop_against_a_slow_inprocess_model_charges_the_wait(repo, tmp_pat
     data = tmp_path / "in.npz"
     np.savez(data, INPUT0=np.array([0.04], np.float32))
     report = run_bench(
-        BenchSpec(TargetSpec("inprocess", "sleep", repository=str(repo.path)),
-                  input_data=str(data)),
+        BenchSpec(
+            TargetSpec("inprocess", "sleep", repository=str(repo.path)), input_data=str(data)
+        ),
         [Point(rate=50, warmup_s=0.0, duration_s=0.8, drain_s=10.0)],
         progress=False,
     )
@@ -139,8 +141,9 @@ def test_model_errors_are_reported(repo, tmp_path):
     data = tmp_path / "in.npz"
     np.savez(data, INPUT0=np.array([-1.0], np.float32))  # time.sleep(-1) raises
     report = run_bench(
-        BenchSpec(TargetSpec("inprocess", "sleep", repository=str(repo.path)),
-                  input_data=str(data)),
+        BenchSpec(
+            TargetSpec("inprocess", "sleep", repository=str(repo.path)), input_data=str(data)
+        ),
         [Point(concurrency=1, warmup_s=0.0, duration_s=0.3)],
         progress=False,
     )

@@ -15,9 +15,12 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 @pytest.fixture(scope="module")
 def report():
-    return run_bench(BenchSpec(TargetSpec("inprocess", "mlp"), label="mlp in-process"),
-                     [Point(concurrency=c, warmup_s=0.1, duration_s=0.3) for c in (1, 4)],
-                     progress=False, command="test")
+    return run_bench(
+        BenchSpec(TargetSpec("inprocess", "mlp"), label="mlp in-process"),
+        [Point(concurrency=c, warmup_s=0.1, duration_s=0.3) for c in (1, 4)],
+        progress=False,
+        command="test",
+    )
 
 
 def test_report_json_round_trips(report, tmp_path):
@@ -51,8 +54,25 @@ def test_plot_is_a_non_empty_png(report, tmp_path):
 
 def test_cli_run_writes_json_and_plot_then_plot_merges(tmp_path, capsys):
     json_path, png_path = tmp_path / "a.json", tmp_path / "a.png"
-    code = main(["bench", "tiny", "--url", "inprocess", "-c", "1,2", "-d", "0.3",
-                 "--warmup", "0.1", "-q", "--json", str(json_path), "--plot", str(png_path)])
+    code = main(
+        [
+            "bench",
+            "tiny",
+            "--url",
+            "inprocess",
+            "-c",
+            "1,2",
+            "-d",
+            "0.3",
+            "--warmup",
+            "0.1",
+            "-q",
+            "--json",
+            str(json_path),
+            "--plot",
+            str(png_path),
+        ]
+    )
     assert code == 0
     out = capsys.readouterr().out
     assert "tiny via inprocess" in out and "c=2" in out
@@ -64,8 +84,26 @@ def test_cli_run_writes_json_and_plot_then_plot_merges(tmp_path, capsys):
 
 
 def test_cli_open_loop_and_bad_arguments(tmp_path, capsys):
-    assert main(["bench", "tiny", "--url", "inprocess", "-r", "200", "--distribution",
-                 "poisson", "-d", "0.3", "--warmup", "0", "-q"]) == 0
+    assert (
+        main(
+            [
+                "bench",
+                "tiny",
+                "--url",
+                "inprocess",
+                "-r",
+                "200",
+                "--distribution",
+                "poisson",
+                "-d",
+                "0.3",
+                "--warmup",
+                "0",
+                "-q",
+            ]
+        )
+        == 0
+    )
     assert "r=200" in capsys.readouterr().out
     assert main(["bench", "tiny", "--url", "ftp://x", "-q"]) == 2
     assert main(["bench", "tiny", "--url", "inprocess", "--shape", "bad", "-q"]) == 2
@@ -93,7 +131,10 @@ def test_plot_labels_milliseconds_plainly_and_keeps_the_p90_dashes(report):
         assert ax.get_title() == "mlp via inprocess, concurrency 1-4"
         handles = {h.get_label(): h for h in ax.get_legend().legend_handles}
         assert handles["p90"].get_linestyle() == "--" and handles["p90"].get_marker() in (
-            "None", "", None)
+            "None",
+            "",
+            None,
+        )
         assert "mlp in-process" in handles
     finally:
         plt.close(fig)

@@ -14,8 +14,10 @@ def test_constant_schedule_is_evenly_spaced():
 @pytest.mark.parametrize("workers", [2, 3, 4])
 def test_constant_split_between_workers_is_the_same_schedule(workers):
     whole = send_times(250, 2.0, distribution="constant")
-    parts = [send_times(250, 2.0, distribution="constant", worker=w, workers=workers)
-             for w in range(workers)]
+    parts = [
+        send_times(250, 2.0, distribution="constant", worker=w, workers=workers)
+        for w in range(workers)
+    ]
     np.testing.assert_allclose(np.sort(np.concatenate(parts)), whole)
 
 
@@ -49,7 +51,8 @@ def test_bad_schedules_are_rejected():
         send_times(10, 1.0, distribution="bursty")
 
 
-@pytest.mark.parametrize(("c", "w", "expected"),
-                         [(16, 1, [16]), (16, 2, [8, 8]), (5, 2, [3, 2]), (1, 3, [1, 0, 0])])
+@pytest.mark.parametrize(
+    ("c", "w", "expected"), [(16, 1, [16]), (16, 2, [8, 8]), (5, 2, [3, 2]), (1, 3, [1, 0, 0])]
+)
 def test_split_concurrency(c, w, expected):
     assert split_concurrency(c, w) == expected

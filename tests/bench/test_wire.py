@@ -21,6 +21,7 @@ def service_pb2(request):
     """The V2 messages as tritonclient and as Conveyor's own server generate them."""
     return triton_pb2 if request.param == "tritonclient" else conveyor_pb2
 
+
 INPUTS = {
     "INPUT0": np.arange(6, dtype=np.float32).reshape(2, 3),
     "NAMES": np.array([b"ab", b"", b"\xff"], dtype=object),
@@ -32,7 +33,9 @@ def test_grpc_infer_request_parses_as_the_v2_message(service_pb2):
     msg = service_pb2.ModelInferRequest.FromString(data)
     assert (msg.model_name, msg.model_version) == ("m", "3")
     assert [(t.name, t.datatype, list(t.shape)) for t in msg.inputs] == [
-        ("INPUT0", "FP32", [2, 3]), ("NAMES", "BYTES", [3])]
+        ("INPUT0", "FP32", [2, 3]),
+        ("NAMES", "BYTES", [3]),
+    ]
     assert msg.raw_input_contents[0] == INPUTS["INPUT0"].tobytes()
     assert msg.raw_input_contents[1] == b"\x02\0\0\0ab\0\0\0\0\x01\0\0\0\xff"
 
@@ -80,20 +83,23 @@ def test_http_binary_request_follows_the_binary_extension():
     assert header["parameters"] == {"binary_data_output": True}
     sizes = [t["parameters"]["binary_data_size"] for t in header["inputs"]]
     assert sizes == [24, 15] and header_length + sum(sizes) == len(body)
-    assert body[header_length:header_length + 24] == INPUTS["INPUT0"].tobytes()
+    assert body[header_length : header_length + 24] == INPUTS["INPUT0"].tobytes()
 
 
 def test_http_json_request_is_plain_v2():
     # JSON carries BYTES as UTF-8 strings, so the third element is text here (b"\xff" cannot).
     text_inputs = {**INPUTS, "NAMES": np.array([b"ab", b"", "\u00e9".encode()], dtype=object)}
-    data = http_request(TargetSpec("http://h:1", "m", version="2", encoding="json"),
-                        text_inputs)
+    data = http_request(TargetSpec("http://h:1", "m", version="2", encoding="json"), text_inputs)
     head, body = data.split(b"\r\n\r\n", 1)
     assert head.startswith(b"POST /v2/models/m/versions/2/infer HTTP/1.1")
     assert b"Content-Type: application/json" in head
     tensors = orjson.loads(body)["inputs"]
-    assert tensors[0] == {"name": "INPUT0", "shape": [2, 3], "datatype": "FP32",
-                          "data": [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]}
+    assert tensors[0] == {
+        "name": "INPUT0",
+        "shape": [2, 3],
+        "datatype": "FP32",
+        "data": [0.0, 1.0, 2.0, 3.0, 4.0, 5.0],
+    }
     assert tensors[1]["data"][:2] == ["ab", ""]
 
 
@@ -101,8 +107,10 @@ def test_stream_answers_give_the_request_id_and_error(service_pb2):
     from conveyor.bench.targets.grpc_stream import answer_of
 
     ok = service_pb2.ModelStreamInferResponse(
-        infer_response=service_pb2.ModelInferResponse(model_name="m", id="7"))
+        infer_response=service_pb2.ModelInferResponse(model_name="m", id="7")
+    )
     assert answer_of(ok.SerializeToString()) == ("7", "")
     failed = service_pb2.ModelStreamInferResponse(
-        error_message="no such input", infer_response=service_pb2.ModelInferResponse(id="8"))
+        error_message="no such input", infer_response=service_pb2.ModelInferResponse(id="8")
+    )
     assert answer_of(failed.SerializeToString()) == ("8", "no such input")

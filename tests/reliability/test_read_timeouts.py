@@ -25,9 +25,7 @@ SLACK = 2.0  # a busy 2-core CI machine
 SOCKET_TIMEOUT = 10.0  # no socket operation here waits longer than this
 
 READY = b"GET /v2/health/ready HTTP/1.1\r\nHost: x\r\n\r\n"
-INFER_HEAD = (
-    b"POST /v2/models/tiny/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-)
+INFER_HEAD = b"POST /v2/models/tiny/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
 
 
 @pytest.fixture(scope="module")

@@ -22,17 +22,30 @@ ENCODINGS = ("binary", "json")
 class TargetSpec:
     """Where and what to send to; picklable, so worker processes rebuild their clients from it."""
 
-    url: str = dataclasses.field(metadata=option(
-        "inprocess, http://HOST:PORT or grpc://HOST:PORT", default="http://127.0.0.1:8000"))
+    url: str = dataclasses.field(
+        metadata=option(
+            "inprocess, http://HOST:PORT or grpc://HOST:PORT", default="http://127.0.0.1:8000"
+        )
+    )
     model: str = dataclasses.field(metadata=option("model name", positional=True))
-    version: str = dataclasses.field(default="", metadata=option(
-        "model version (default: the server's choice)", flags=("--model-version",)))
-    encoding: str = dataclasses.field(default="binary", metadata=option(
-        "HTTP tensors: the binary extension or plain JSON", choices=ENCODINGS))
-    streaming: bool = dataclasses.field(default=False, metadata=option(
-        "gRPC: send every request on one ModelStreamInfer stream per generator process"))
-    repository: str | None = dataclasses.field(default=None, metadata=option(
-        "inprocess: model repository (default: the built-in examples)"))
+    version: str = dataclasses.field(
+        default="",
+        metadata=option("model version (default: the server's choice)", flags=("--model-version",)),
+    )
+    encoding: str = dataclasses.field(
+        default="binary",
+        metadata=option("HTTP tensors: the binary extension or plain JSON", choices=ENCODINGS),
+    )
+    streaming: bool = dataclasses.field(
+        default=False,
+        metadata=option(
+            "gRPC: send every request on one ModelStreamInfer stream per generator process"
+        ),
+    )
+    repository: str | None = dataclasses.field(
+        default=None,
+        metadata=option("inprocess: model repository (default: the built-in examples)"),
+    )
     timeout_s: float = 30.0  # control-plane calls (metadata, statistics)
 
     def __post_init__(self) -> None:
@@ -48,8 +61,9 @@ class TargetSpec:
             return "inprocess"
         scheme = urlsplit(self.url).scheme
         if scheme not in ("http", "grpc"):
-            raise ValueError(f"target must be inprocess, http://HOST:PORT or grpc://HOST:PORT; "
-                             f"got {self.url!r}")
+            raise ValueError(
+                f"target must be inprocess, http://HOST:PORT or grpc://HOST:PORT; got {self.url!r}"
+            )
         return scheme
 
     @property

@@ -52,8 +52,10 @@ class GrpcControl(Control):
         try:
             metadata = self._call("ModelMetadata", pb.ModelMetadataRequest)
         except grpc.RpcError as exc:
-            raise RequestFailed(f"{self.spec.url}: model {self.spec.model!r}: ModelMetadata: "
-                                f"{exc.code().name}: {exc.details()}") from None
+            raise RequestFailed(
+                f"{self.spec.url}: model {self.spec.model!r}: ModelMetadata: "
+                f"{exc.code().name}: {exc.details()}"
+            ) from None
         try:
             config = self._call("ModelConfig", pb.ModelConfigRequest).config
             max_batch: int | None = config.max_batch_size

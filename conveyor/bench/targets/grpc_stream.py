@@ -69,9 +69,15 @@ class GrpcStreamClient(Client):
                 else:
                     waiter.set_result(None)
         except BaseException as exc:  # the stream is gone: fail everything still waiting
-            failure = exc if isinstance(exc, RequestFailed) else RequestFailed(
-                f"stream failed: {exc!r}" if not isinstance(exc, grpc.aio.AioRpcError)
-                else f"{exc.code().name}: {exc.details()}")
+            failure = (
+                exc
+                if isinstance(exc, RequestFailed)
+                else RequestFailed(
+                    f"stream failed: {exc!r}"
+                    if not isinstance(exc, grpc.aio.AioRpcError)
+                    else f"{exc.code().name}: {exc.details()}"
+                )
+            )
             for waiter in self._waiting.values():
                 if not waiter.done():
                     waiter.set_exception(failure)

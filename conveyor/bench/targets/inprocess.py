@@ -42,8 +42,14 @@ class InProcessControl(Control):
                     "execution_count": s.execution_count,
                     "inference_stats": {
                         part: {"count": getattr(s, part).count, "ns": getattr(s, part).ns}
-                        for part in ("success", "fail", "queue", "compute_input",
-                                     "compute_infer", "compute_output")
+                        for part in (
+                            "success",
+                            "fail",
+                            "queue",
+                            "compute_input",
+                            "compute_infer",
+                            "compute_output",
+                        )
                     },
                 }
                 for s in stats

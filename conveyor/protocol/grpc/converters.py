@@ -70,9 +70,7 @@ FIELD_DTYPE: dict[str, np.dtype[Any]] = {
 # Little-endian dtype per fixed-size datatype; BF16 joins on first use (ml_dtypes is imported
 # only then, see datatypes.py).
 _WIRE_DTYPE = {
-    name: numpy_dtype(name).newbyteorder("<")
-    for name in DATATYPES
-    if name not in (BYTES, "BF16")
+    name: numpy_dtype(name).newbyteorder("<") for name in DATATYPES if name not in (BYTES, "BF16")
 }
 
 
