@@ -9,7 +9,7 @@ first half includes warm-up: allocator arenas, caches):
     python -m benchmarks.soak --seconds 600          # ten minutes
     python -m benchmarks.soak --seconds 60 --json    # machine-readable
 
-tests/reliability/test_soak.py runs :func:`soak` for 15 s and checks the slopes.
+tests/reliability/test_load.py runs :func:`soak` for 15 s and checks the slopes.
 """
 
 from __future__ import annotations
