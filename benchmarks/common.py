@@ -20,7 +20,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "bench" / "results"
+RESULTS = ROOT / "benchmarks" / "results"
 if str(ROOT) not in sys.path:  # run as `python -m benchmarks.x` from a checkout, not installed
     sys.path.insert(0, str(ROOT))
 
