@@ -15,6 +15,7 @@ from conveyor.engine import (
     RepositoryEntry,
 )
 from conveyor.errors import (
+    AlreadyExists,
     Cancelled,
     ConveyorError,
     DeadlineExceeded,
@@ -35,6 +36,7 @@ from conveyor.futures import InferFuture, as_completed, as_completed_async
 from conveyor.repository.config import InstanceKind, ModelConfig, TensorSpec
 
 __all__ = [
+    "AlreadyExists",
     "Cancelled",
     "Client",
     "ConveyorError",

@@ -15,6 +15,8 @@
     ├── ModelError              the model itself failed (raised, returned something wrong,
     │                           or ran past its execution_timeout_s)
     ├── RepositoryError         a model repository entry or config is bad
+    ├── AlreadyExists           what the caller would create exists already (a model's own
+    │                           answer, e.g. a Triton Python model's ALREADY_EXISTS error)
     ├── Unauthenticated         a missing or wrong credential
     └── Unsupported             a feature this server does not offer
 
@@ -40,6 +42,7 @@ class ErrorKind(enum.Enum):
     UNAUTHENTICATED = "unauthenticated"
     UNIMPLEMENTED = "unimplemented"
     FAILED_PRECONDITION = "failed_precondition"
+    ALREADY_EXISTS = "already_exists"
 
 
 class ConveyorError(Exception):
@@ -108,6 +111,10 @@ class RepositoryError(ConveyorError):
     kind = ErrorKind.INVALID_ARGUMENT
 
 
+class AlreadyExists(ConveyorError):
+    kind = ErrorKind.ALREADY_EXISTS
+
+
 class Unauthenticated(ConveyorError):
     kind = ErrorKind.UNAUTHENTICATED
 
@@ -128,6 +135,7 @@ _RAISED_FOR_KIND: dict[ErrorKind, type[ConveyorError]] = {
     ErrorKind.INTERNAL: ModelError,
     ErrorKind.UNAUTHENTICATED: Unauthenticated,
     ErrorKind.UNIMPLEMENTED: Unsupported,
+    ErrorKind.ALREADY_EXISTS: AlreadyExists,
 }
 
 

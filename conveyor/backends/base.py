@@ -7,12 +7,44 @@ A backend is picked by name (``backend = "onnxruntime"`` in config.toml) from th
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
+from conveyor.futures import InferFuture
 from conveyor.repository.config import ModelConfig
+
+
+class ModelCaller(Protocol):
+    """Submits a request to another model of the same engine (``Engine.submit``'s shape).
+
+    Given to a backend at load, so model code can call other models (Triton's Business Logic
+    Scripting) through the same queues and statistics as every other request, without the
+    backend importing the engine.
+    """
+
+    def __call__(
+        self,
+        model: str,
+        inputs: Mapping[str, np.ndarray],
+        *,
+        version: int | str | None = None,
+        outputs: Sequence[str] | None = None,
+        timeout: float | None = None,
+        request_id: str | None = None,
+    ) -> InferFuture: ...
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RequestData:
+    """One request of a batch, for a model that takes a batch's requests one by one."""
+
+    inputs: dict[str, np.ndarray]
+    outputs: tuple[str, ...]
+    request_id: str | None
 
 
 class LoadedModel(abc.ABC):
@@ -23,10 +55,22 @@ class LoadedModel(abc.ABC):
     """
 
     thread_safe: bool = False
+    # True: the engine calls ``run_requests`` with a batch's requests kept apart (no
+    # concatenation), and each request may fail on its own.
+    separate_requests: bool = False
 
     @abc.abstractmethod
     def run(self, inputs: dict[str, np.ndarray], outputs: Sequence[str]) -> dict[str, np.ndarray]:
         """Run one (possibly batched) execution; return at least the named outputs."""
+
+    def run_requests(
+        self, requests: Sequence[RequestData]
+    ) -> list[dict[str, np.ndarray] | Exception]:
+        """Run a batch request by request: one result (outputs, or that request's error) each.
+
+        Called instead of ``run`` when ``separate_requests`` is true; raising fails them all.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not take separate requests")
 
     def close(self) -> None:  # noqa: B027 - optional hook; most models need no cleanup
         """Release what ``load`` acquired."""
@@ -40,5 +84,11 @@ class Backend(abc.ABC):
         return config
 
     @abc.abstractmethod
-    def load(self, config: ModelConfig, version_dir: Path) -> LoadedModel:
-        """Load the model version in ``version_dir``; raise with a reason on failure."""
+    def load(
+        self, config: ModelConfig, version_dir: Path, *, caller: ModelCaller | None = None
+    ) -> LoadedModel:
+        """Load the model version in ``version_dir``; raise with a reason on failure.
+
+        ``caller`` reaches the other models of the engine that loads this one (None where
+        there is none, e.g. in a worker process).
+        """

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
-from conveyor.backends.base import Backend, LoadedModel
+from conveyor.backends.base import Backend, LoadedModel, ModelCaller
 from conveyor.errors import RepositoryError
 from conveyor.repository.config import ModelConfig, TensorSpec
 
@@ -113,7 +113,9 @@ class SessionOptions:
 class OnnxRuntimeBackend(Backend):
     name = "onnxruntime"
 
-    def load(self, config: ModelConfig, version_dir: Path) -> OnnxRuntimeModel:
+    def load(
+        self, config: ModelConfig, version_dir: Path, *, caller: ModelCaller | None = None
+    ) -> OnnxRuntimeModel:
         options = SessionOptions.from_config(config)
         path = version_dir / "model.onnx"
         if not path.exists():

@@ -5,6 +5,9 @@ class Model:
     def load(self, config): ...  # optional; self.version_dir is the version's folder
     def infer(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]: ...
 
+A ``model.py`` written for Triton's Python backend (``class TritonPythonModel``) runs
+unchanged through the adapter in :mod:`conveyor.backends.python_triton`.
+
 model.py may import modules and packages beside it (``from helpers import f`` or
 ``from . import helpers``); each model gets its own, even when two models' helpers share a name.
 """
@@ -24,7 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from conveyor.backends.base import Backend, LoadedModel
+from conveyor.backends.base import Backend, LoadedModel, ModelCaller
+from conveyor.backends.python_triton import TritonModel, load_triton_model, pb_utils_importable
 from conveyor.errors import ModelError, RepositoryError
 from conveyor.repository.config import ModelConfig
 
@@ -53,29 +57,29 @@ class PythonModel(LoadedModel):
 class PythonBackend(Backend):
     name = "python"
 
-    def load(self, config: ModelConfig, version_dir: Path) -> PythonModel:
+    def __init__(self) -> None:
+        # Loads of one model version so far: a model that is not thread-safe is loaded once
+        # per instance, in instance order, and a Triton model's instance is named by it.
+        self._loads = 0
+
+    def load(
+        self, config: ModelConfig, version_dir: Path, *, caller: ModelCaller | None = None
+    ) -> LoadedModel:
         path = version_dir / "model.py"
         if not path.exists():
             raise RepositoryError(f"model {config.name!r}: {path} does not exist")
-        if not config.inputs or not config.outputs:
-            raise RepositoryError(
-                f"model {config.name!r}: a python model must declare [[inputs]] and [[outputs]] "
-                "in config.toml"
-            )
         package = _package_name(config.name)
+        index, self._loads = self._loads, self._loads + 1
+        loaded: LoadedModel
         try:
-            with _own_modules(package, version_dir):
+            with _own_modules(package, version_dir), pb_utils_importable():
                 module = _import_model(package, path)
                 model_class = getattr(module, "Model", None)
-                if model_class is None:
-                    raise RepositoryError(
-                        f"model {config.name!r}: {path.name} defines no class Model"
-                    )
-                instance = model_class()
-                instance.version_dir = version_dir
-                load = getattr(instance, "load", None)
-                if callable(load):
-                    load(config)
+                triton_class = getattr(module, "TritonPythonModel", None)
+                if model_class is None and triton_class is not None:
+                    loaded = load_triton_model(config, version_dir, triton_class, caller, index)
+                else:
+                    loaded = _load_model_class(config, version_dir, path, model_class)
         except RepositoryError:
             _forget(package)
             raise
@@ -87,7 +91,31 @@ class PythonBackend(Backend):
             # File and line of the failure, for the server log (see conveyor.engine.failures).
             error.model_traceback = "".join(traceback.format_exception(exc))
             raise error from exc
-        return PythonModel(config.name, instance)
+        return loaded
+
+    def complete_config(self, config: ModelConfig, model: LoadedModel) -> ModelConfig:
+        # A Triton model's auto_complete_config may have filled in inputs and outputs.
+        return model.config if isinstance(model, TritonModel) else config
+
+
+def _load_model_class(
+    config: ModelConfig, version_dir: Path, path: Path, model_class: Any
+) -> PythonModel:
+    if model_class is None:
+        raise RepositoryError(
+            f"model {config.name!r}: {path.name} defines no class Model (nor TritonPythonModel)"
+        )
+    if not config.inputs or not config.outputs:
+        raise RepositoryError(
+            f"model {config.name!r}: a python model must declare [[inputs]] and [[outputs]] "
+            "in config.toml"
+        )
+    instance = model_class()
+    instance.version_dir = version_dir
+    load = getattr(instance, "load", None)
+    if callable(load):
+        load(config)
+    return PythonModel(config.name, instance)
 
 
 # -- a model's own modules ------------------------------------------------------------------

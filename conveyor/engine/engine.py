@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from conveyor.backends.base import ModelCaller
 from conveyor.engine.model import ModelVersion
 from conveyor.engine.stats import ModelStatistics
 from conveyor.errors import (
@@ -299,13 +300,13 @@ class Engine:
         loaded: dict[int, ModelVersion] = {}
         reason = ""
         for version in source.versions:
-            running, failure = _load_version(source, version)
+            running, failure = _load_version(source, version, self.submit)
             if running is not None:
                 loaded[version] = running
             reason = failure or reason
         for version in source.fallbacks if not loaded else ():
             # The latest failed: serve the newest older version that loads, and say so.
-            running, failure = _load_version(source, version)
+            running, failure = _load_version(source, version, self.submit)
             if running is not None:
                 loaded[version] = running
                 latest = source.versions[-1]
@@ -393,11 +394,19 @@ class Engine:
         self.close()
 
 
-def _load_version(source: ModelSource, version: int) -> tuple[ModelVersion | None, str]:
-    """One version loaded, or None and why not (logged, with the model's traceback if any)."""
+def _load_version(
+    source: ModelSource, version: int, caller: ModelCaller
+) -> tuple[ModelVersion | None, str]:
+    """One version loaded, or None and why not (logged, with the model's traceback if any).
+
+    ``caller`` (the engine's submit) lets the model's code call other models of this engine.
+    """
     try:
         source.check_version(version)
-        return ModelVersion(source.config, version, source.version_dir(version)), ""
+        return (
+            ModelVersion(source.config, version, source.version_dir(version), caller=caller),
+            "",
+        )
     except Exception as exc:
         if isinstance(exc, ConveyorError):
             reason, where = exc.message, exc.model_traceback

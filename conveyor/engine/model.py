@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from conveyor.backends import get_backend, platform
-from conveyor.backends.base import LoadedModel
+from conveyor.backends.base import LoadedModel, ModelCaller, RequestData
 from conveyor.engine.batcher import join_inputs, split_outputs, wanted_outputs
 from conveyor.engine.failures import FailureLog
 from conveyor.engine.instances import Instances, ThreadInstances
@@ -38,7 +38,15 @@ log = logging.getLogger("conveyor.engine")
 class ModelVersion:
     """A model version loaded and running: ``submit`` checks a request and queues it."""
 
-    def __init__(self, config: ModelConfig, version: int, version_dir: Path) -> None:
+    def __init__(
+        self,
+        config: ModelConfig,
+        version: int,
+        version_dir: Path,
+        *,
+        caller: ModelCaller | None = None,
+    ) -> None:
+        """``caller`` lets the model's code call other models (thread instances only)."""
         processes = None
         loaded: list[LoadedModel]
         if config.instance_kind is InstanceKind.PROCESS:
@@ -46,7 +54,7 @@ class ModelVersion:
             processes = ProcessPool(config, version_dir)
             config, loaded, count = processes.config, [], config.instance_count()
         else:
-            config, loaded, count = _load_in_this_process(config, version_dir)
+            config, loaded, count = _load_in_this_process(config, version_dir, caller)
         self.name = config.name
         self.version = version
         self.version_label = str(version)  # as V2 responses name it; made once, not per request
@@ -227,12 +235,24 @@ class ModelVersion:
         t0 = time.perf_counter_ns()
         total = sum(r.batch_size for r in batch)
         try:
-            inputs = join_inputs(batch)
-            wanted = wanted_outputs(batch)
-            t1 = time.perf_counter_ns()
-            produced = model.run(inputs, wanted)
-            t2 = time.perf_counter_ns()
-            results = split_outputs(self._check_produced(produced, wanted, total), batch)
+            if model.separate_requests:
+                t1 = time.perf_counter_ns()
+                outcomes = model.run_requests(
+                    [RequestData(r.inputs, r.outputs, r.future.request_id) for r in batch]
+                )
+                t2 = time.perf_counter_ns()
+                results = [
+                    self._checked_outcome(outcome, request)
+                    for outcome, request in zip(outcomes, batch, strict=True)
+                ]
+            else:
+                inputs = join_inputs(batch)
+                wanted = wanted_outputs(batch)
+                t1 = time.perf_counter_ns()
+                produced = model.run(inputs, wanted)
+                t2 = time.perf_counter_ns()
+                joined = self._check_produced(produced, wanted, total)
+                results = list(split_outputs(joined, batch))
         except Exception as exc:
             error = exc if isinstance(exc, ConveyorError) else _model_failed(self.name, exc)
             self._failures.failed(error.message, error.model_traceback)
@@ -243,13 +263,18 @@ class ModelVersion:
             return
         # Requests the watchdog already failed (execution timeout) are neither answered
         # twice nor counted as successes.
-        delivered = [
-            request
-            for request, result in zip(batch, results, strict=True)
-            if _settle(request, result=result)
-        ]
+        delivered = []
+        refused = []
+        for request, result in zip(batch, results, strict=True):
+            if isinstance(result, ConveyorError):
+                if _settle(request, error=result):
+                    refused.append(request)
+            elif _settle(request, result=result):
+                delivered.append(request)
         t3 = time.perf_counter_ns()
         ended = clock()
+        for request in refused:
+            self.stats.record_failure(_ns(ended - request.enqueued))
         if not delivered:
             return
         self.stats.record_execution(
@@ -260,6 +285,20 @@ class ModelVersion:
             infer_ns=t2 - t1,
             output_ns=t3 - t2,
         )
+
+    def _checked_outcome(
+        self, outcome: dict[str, np.ndarray] | Exception, request: Request
+    ) -> dict[str, np.ndarray] | ConveyorError:
+        """One request's result from a model that answers requests one by one, or its error."""
+        if isinstance(outcome, ConveyorError):
+            return outcome
+        if isinstance(outcome, Exception):
+            return _model_failed(self.name, outcome)
+        try:
+            return self._check_produced(outcome, request.outputs, request.batch_size)
+        except ConveyorError as error:
+            self._failures.failed(error.message, error.model_traceback)
+            return error
 
     def _check_produced(
         self, produced: dict[str, np.ndarray], wanted: tuple[str, ...], total: int
@@ -347,11 +386,11 @@ class ModelVersion:
 
 
 def _load_in_this_process(
-    config: ModelConfig, version_dir: Path
+    config: ModelConfig, version_dir: Path, caller: ModelCaller | None
 ) -> tuple[ModelConfig, list[LoadedModel], int]:
     """Thread instances: one loaded copy shared by all, or one per instance if not thread-safe."""
     backend = get_backend(config.backend)
-    first = backend.load(config, version_dir)
+    first = backend.load(config, version_dir, caller=caller)
     loaded: list[LoadedModel] = [first]
     try:
         config = backend.complete_config(config, first)
@@ -360,7 +399,7 @@ def _load_in_this_process(
         count = config.instance_count()
         # A model that is not thread-safe gets one loaded copy per instance.
         if not first.thread_safe:
-            loaded += [backend.load(config, version_dir) for _ in range(count - 1)]
+            loaded += [backend.load(config, version_dir, caller=caller) for _ in range(count - 1)]
     except BaseException:
         for model in loaded:
             model.close()

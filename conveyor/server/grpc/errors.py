@@ -32,6 +32,7 @@ STATUS: dict[ErrorKind, grpc.StatusCode] = {
     ErrorKind.UNAUTHENTICATED: grpc.StatusCode.UNAUTHENTICATED,
     ErrorKind.UNIMPLEMENTED: grpc.StatusCode.UNIMPLEMENTED,
     ErrorKind.FAILED_PRECONDITION: grpc.StatusCode.FAILED_PRECONDITION,
+    ErrorKind.ALREADY_EXISTS: grpc.StatusCode.ALREADY_EXISTS,
 }
 
 # gRPC carries the status message in a trailer, and clients refuse trailers over 16 KiB

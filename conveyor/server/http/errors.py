@@ -25,6 +25,7 @@ STATUS: dict[ErrorKind, int] = {
     ErrorKind.DEADLINE_EXCEEDED: 503,
     ErrorKind.CANCELLED: 503,
     ErrorKind.INTERNAL: 500,
+    ErrorKind.ALREADY_EXISTS: 409,
 }
 
 

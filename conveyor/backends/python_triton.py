@@ -1,0 +1,218 @@
+"""Triton Python models: ``model.py`` defines ``TritonPythonModel``, and it runs unchanged.
+
+The adapter between Triton's model lifecycle and Conveyor's backend interface:
+
+- ``auto_complete_config`` (when the class has it) edits the config in Triton's JSON shape
+  at load; inputs, outputs, max_batch_size and dynamic batching are read back from it;
+- every instance gets its own ``TritonPythonModel`` and ``initialize(args)``, as in Triton:
+  the loaded model says it is not thread-safe, so the engine loads one copy per instance;
+- ``execute(requests)`` gets the batch's requests kept apart (``separate_requests``) and
+  returns one response per request; a response's ``TritonError`` fails only its request,
+  an exception fails them all;
+- ``finalize()`` runs when the model version is unloaded or the server stops;
+- while initialize() and execute() run, ``InferenceRequest(...).exec()`` reaches the other
+  models through the engine's ``caller`` (Business Logic Scripting).
+
+Thread instances only: process instances would need per-request messages to the workers
+and a caller back into the engine, which they do not have (yet); the load says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import inspect
+import json
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from conveyor.backends.base import LoadedModel, ModelCaller, RequestData
+from conveyor.backends.registry import platform
+from conveyor.errors import ModelError, RepositoryError
+from conveyor.protocol.metadata import model_config as triton_config_json
+from conveyor.repository.config import DynamicBatching, InstanceKind, ModelConfig, TensorSpec
+from conveyor.triton import pb_utils
+
+MODULE_ALIAS = "triton_python_backend_utils"
+
+
+@contextlib.contextmanager
+def pb_utils_importable() -> Iterator[None]:
+    """While inside, ``import triton_python_backend_utils`` gets Conveyor's pb_utils.
+
+    Only while a model's code is imported and loaded: afterwards the name holds what it held
+    before (usually nothing), so no other code finds it by accident.
+    """
+    before = sys.modules.get(MODULE_ALIAS)
+    sys.modules[MODULE_ALIAS] = pb_utils
+    try:
+        yield
+    finally:
+        if before is None:
+            sys.modules.pop(MODULE_ALIAS, None)
+        else:
+            sys.modules[MODULE_ALIAS] = before
+
+
+class TritonModel(LoadedModel):
+    """One instance's ``TritonPythonModel`` object."""
+
+    thread_safe = False  # one TritonPythonModel per instance, as Triton gives each its own
+    separate_requests = True
+
+    def __init__(
+        self, config: ModelConfig, instance: Any, caller: ModelCaller | None, version: str
+    ) -> None:
+        self.config = config
+        self.instance = instance
+        self._caller = caller
+        self._version = int(version) if version.isdigit() else -1
+
+    def run(self, inputs: dict[str, np.ndarray], outputs: Sequence[str]) -> dict[str, np.ndarray]:
+        raise ModelError(f"model {self.config.name!r}: a Triton model runs requests one by one")
+
+    def run_requests(
+        self, requests: Sequence[RequestData]
+    ) -> list[dict[str, np.ndarray] | Exception]:
+        triton_requests = [
+            pb_utils.InferenceRequest(
+                model_name=self.config.name,
+                inputs=[pb_utils.Tensor(name, array) for name, array in request.inputs.items()],
+                requested_output_names=list(request.outputs),
+                request_id=request.request_id or "",
+                model_version=self._version,
+            )
+            for request in requests
+        ]
+        with pb_utils.calling_through(self._caller):
+            responses = self.instance.execute(triton_requests)
+            if inspect.isawaitable(responses):  # ``async def execute``, as Triton allows
+                responses = asyncio.run(_awaited(responses))
+        if not isinstance(responses, list | tuple) or len(responses) != len(requests):
+            count = len(responses) if isinstance(responses, list | tuple) else None
+            raise ModelError(
+                f"model {self.config.name!r}: execute() returned "
+                f"{type(responses).__name__ if count is None else f'{count} responses'} for "
+                f"{len(requests)} requests; expected a list of one InferenceResponse per request"
+            )
+        return [self._outcome(response) for response in responses]
+
+    def _outcome(self, response: object) -> dict[str, np.ndarray] | Exception:
+        if not isinstance(response, pb_utils.InferenceResponse):
+            return ModelError(
+                f"model {self.config.name!r}: execute() returned a {type(response).__name__} "
+                "in its list; expected pb_utils.InferenceResponse"
+            )
+        error = response.error()
+        if error is not None:
+            if isinstance(error, pb_utils.TritonError):
+                return error.to_conveyor()
+            return ModelError(f"model {self.config.name!r}: {error}")
+        return {tensor.name(): tensor.as_numpy() for tensor in response.output_tensors()}
+
+    def close(self) -> None:
+        finalize = getattr(self.instance, "finalize", None)
+        if callable(finalize):
+            finalize()
+
+
+async def _awaited(awaitable: Any) -> Any:
+    return await awaitable
+
+
+def load_triton_model(
+    config: ModelConfig,
+    version_dir: Path,
+    model_class: type,
+    caller: ModelCaller | None,
+    instance_index: int,
+) -> TritonModel:
+    """Complete the config, make this instance's TritonPythonModel and ``initialize`` it."""
+    if config.instance_kind is InstanceKind.PROCESS:
+        raise RepositoryError(
+            f"model {config.name!r}: a Triton Python model (TritonPythonModel) runs on thread "
+            'instances only; set instance_kind = "thread" (process instances cannot yet run '
+            "its per-request execute() or reach other models for exec())"
+        )
+    config = _auto_completed(config, model_class)
+    if not config.inputs or not config.outputs:
+        raise RepositoryError(
+            f"model {config.name!r}: a Triton Python model needs inputs and outputs, in its "
+            "config or added by auto_complete_config"
+        )
+    instance = model_class()
+    initialize = getattr(instance, "initialize", None)
+    if callable(initialize):
+        args = {
+            "model_config": json.dumps(_triton_json(config)),
+            "model_instance_kind": "CPU",
+            "model_instance_name": f"{config.name}_0_{instance_index}",
+            "model_instance_device_id": "0",
+            "model_repository": str(version_dir.parent),
+            "model_version": version_dir.name,
+            "model_name": config.name,
+        }
+        with pb_utils.calling_through(caller):
+            initialize(args)
+    return TritonModel(config, instance, caller, version_dir.name)
+
+
+def _triton_json(config: ModelConfig) -> dict[str, Any]:
+    # The same JSON GET /v2/models/{name}/config answers with.
+    return triton_config_json(config, platform(config.backend), config.instance_count())
+
+
+def _auto_completed(config: ModelConfig, model_class: type) -> ModelConfig:
+    complete = getattr(model_class, "auto_complete_config", None)
+    if not callable(complete):
+        return config
+    edited = complete(pb_utils.ModelConfig(_triton_json(config)))
+    if not isinstance(edited, pb_utils.ModelConfig):
+        raise RepositoryError(
+            f"model {config.name!r}: auto_complete_config returned {type(edited).__name__}; "
+            "expected the pb_utils.ModelConfig it was given"
+        )
+    return _read_back(config, edited.as_dict())
+
+
+def _read_back(config: ModelConfig, triton: dict[str, Any]) -> ModelConfig:
+    """What Conveyor serves by, from the config auto_complete_config edited."""
+    max_batch_size = triton.get("max_batch_size", 0)
+    batching = config.dynamic_batching
+    if "dynamic_batching" in triton and batching is None:
+        batching = DynamicBatching()
+    if batching is not None and max_batch_size == 0:
+        raise RepositoryError(
+            f"model {config.name!r}: auto_complete_config set dynamic batching with "
+            "max_batch_size 0; dynamic batching needs max_batch_size > 0"
+        )
+    return dataclasses.replace(
+        config,
+        max_batch_size=max_batch_size,
+        dynamic_batching=batching,
+        inputs=tuple(_spec(config, entry, "input") for entry in triton.get("input", [])),
+        outputs=tuple(_spec(config, entry, "output") for entry in triton.get("output", [])),
+    )
+
+
+def _spec(config: ModelConfig, entry: dict[str, Any], kind: str) -> TensorSpec:
+    data_type = str(entry["data_type"]).removeprefix("TYPE_")
+    datatype = "BYTES" if data_type == "STRING" else data_type
+    try:
+        pb_utils.triton_string_to_numpy(f"TYPE_{data_type}")
+    except pb_utils.TritonModelException:
+        raise RepositoryError(
+            f"model {config.name!r}: auto_complete_config gave {kind} {entry['name']!r} "
+            f"data_type {entry['data_type']!r}; expected TYPE_BOOL ... TYPE_FP64 or TYPE_STRING"
+        ) from None
+    return TensorSpec(
+        entry["name"],
+        datatype,
+        tuple(int(d) for d in entry["dims"]),
+        bool(entry.get("optional", False)),
+    )

@@ -1,0 +1,334 @@
+"""Triton-style Python models, written as Triton's python_backend documents them.
+
+Each is a ``model.py`` that imports ``triton_python_backend_utils`` and defines
+``TritonPythonModel``; configs are config.toml (the model's own code is what is under test).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.conftest import RepoBuilder
+
+# Triton's add_sub example, plus what lets a test see the lifecycle: initialize writes its
+# args (and which object it is) to a file, finalize appends to finalized.log.
+ADD_SUB = """
+import json
+from pathlib import Path
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.model_config = model_config = json.loads(args["model_config"])
+        output0 = pb_utils.get_output_config_by_name(model_config, "OUTPUT0")
+        output1 = pb_utils.get_output_config_by_name(model_config, "OUTPUT1")
+        self.output0_dtype = pb_utils.triton_string_to_numpy(output0["data_type"])
+        self.output1_dtype = pb_utils.triton_string_to_numpy(output1["data_type"])
+        folder = Path(args["model_repository"]) / args["model_version"]
+        self.folder = folder
+        record = dict(args, object_id=id(self))
+        (folder / f"args-{args['model_instance_name']}.json").write_text(json.dumps(record))
+        pb_utils.Logger.log_info(f"initialized {args['model_instance_name']}")
+
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            in_0 = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
+            in_1 = pb_utils.get_input_tensor_by_name(request, "INPUT1").as_numpy()
+            out_0 = pb_utils.Tensor("OUTPUT0", (in_0 + in_1).astype(self.output0_dtype))
+            out_1 = pb_utils.Tensor("OUTPUT1", (in_0 - in_1).astype(self.output1_dtype))
+            responses.append(pb_utils.InferenceResponse(output_tensors=[out_0, out_1]))
+        return responses
+
+    def finalize(self):
+        with open(self.folder / "finalized.log", "a") as log:
+            log.write(f"{id(self)}\\n")
+"""
+
+ADD_SUB_CONFIG = """
+backend = "python"
+instances = {instances}
+
+[[inputs]]
+name = "INPUT0"
+datatype = "FP32"
+shape = [4]
+
+[[inputs]]
+name = "INPUT1"
+datatype = "FP32"
+shape = [4]
+
+[[outputs]]
+name = "OUTPUT0"
+datatype = "FP32"
+shape = [4]
+
+[[outputs]]
+name = "OUTPUT1"
+datatype = "FP32"
+shape = [4]
+"""
+
+# BYTES in and out: each string upper-cased, and the request's own details echoed back.
+STRINGS = """
+import json
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            text = pb_utils.get_input_tensor_by_name(request, "TEXT").as_numpy()
+            upper = np.array([t.decode().upper().encode() for t in text.ravel()], dtype=object)
+            about = json.dumps({
+                "model_name": request.model_name(),
+                "request_id": request.request_id(),
+                "outputs": request.requested_output_names(),
+                "parameters": json.loads(request.parameters()),
+                "inputs": [t.name() for t in request.inputs()],
+            })
+            responses.append(pb_utils.InferenceResponse([
+                pb_utils.Tensor("UPPER", upper.reshape(text.shape)),
+                pb_utils.Tensor("ABOUT", np.array([about.encode()], dtype=np.object_)),
+            ]))
+        return responses
+"""
+
+STRINGS_CONFIG = """
+backend = "python"
+instances = 1
+
+[[inputs]]
+name = "TEXT"
+datatype = "BYTES"
+shape = [-1]
+
+[[outputs]]
+name = "UPPER"
+datatype = "BYTES"
+shape = [-1]
+
+[[outputs]]
+name = "ABOUT"
+datatype = "BYTES"
+shape = [1]
+"""
+
+# What each request asks for: 0 succeeds, 1-4 are a per-request TritonError of some code,
+# 5 raises (failing the whole batch), 6 asks for a decoupled response sender.
+ERRORS = """
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+CODES = {
+    1: pb_utils.TritonError.INVALID_ARG,
+    2: pb_utils.TritonError.ALREADY_EXISTS,
+    3: pb_utils.TritonError.NOT_FOUND,
+    4: pb_utils.TritonError.UNAVAILABLE,
+    7: pb_utils.TritonError.UNSUPPORTED,
+}
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            what = int(pb_utils.get_input_tensor_by_name(request, "WHAT").as_numpy().ravel()[0])
+            if what == 5:
+                raise pb_utils.TritonModelException("the whole batch fails")
+            if what == 6:
+                request.get_response_sender()
+            if what == 8:
+                error = pb_utils.TritonError("no code given")
+            elif what in CODES:
+                error = pb_utils.TritonError(f"refused request {what}", CODES[what])
+            else:
+                error = None
+            out = pb_utils.Tensor("OUT", np.array([what], dtype=np.int32))
+            responses.append(pb_utils.InferenceResponse([out] if error is None else [], error))
+        return responses
+"""
+
+ERRORS_CONFIG = """
+backend = "python"
+instances = 1
+
+[[inputs]]
+name = "WHAT"
+datatype = "INT32"
+shape = [1]
+
+[[outputs]]
+name = "OUT"
+datatype = "INT32"
+shape = [1]
+"""
+
+# Business Logic Scripting: add_sub through the engine; also a model that does not exist.
+BLS = """
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            call = pb_utils.InferenceRequest(
+                model_name="add_sub",
+                inputs=[request.inputs()[0], pb_utils.get_input_tensor_by_name(request, "INPUT1")],
+                requested_output_names=["OUTPUT0"],
+            )
+            answer = call.exec()
+            if answer.has_error():
+                raise pb_utils.TritonModelException(answer.error().message())
+            missing = pb_utils.InferenceRequest(
+                model_name="no_such_model", inputs=[], requested_output_names=["X"]
+            ).exec()
+            assert missing.has_error() and "no_such_model" in missing.error().message()
+            assert missing.error().code() == pb_utils.TritonError.NOT_FOUND
+            total = pb_utils.get_output_tensor_by_name(answer, "OUTPUT0").as_numpy()
+            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", total)]))
+        return responses
+"""
+
+# The same through ``async def execute`` and ``async_exec``.
+BLS_ASYNC = """
+import asyncio
+
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    async def execute(self, requests):
+        calls = [
+            pb_utils.InferenceRequest(
+                model_name="add_sub",
+                inputs=request.inputs(),
+                requested_output_names=["OUTPUT1"],
+            ).async_exec()
+            for request in requests
+        ]
+        answers = await asyncio.gather(*calls)
+        return [
+            pb_utils.InferenceResponse(
+                [pb_utils.Tensor("OUTPUT0", a.output_tensors()[0].as_numpy())]
+            )
+            for a in answers
+        ]
+"""
+
+BLS_CONFIG = """
+backend = "python"
+instances = 1
+
+[[inputs]]
+name = "INPUT0"
+datatype = "FP32"
+shape = [4]
+
+[[inputs]]
+name = "INPUT1"
+datatype = "FP32"
+shape = [4]
+
+[[outputs]]
+name = "OUTPUT0"
+datatype = "FP32"
+shape = [4]
+"""
+
+# No inputs or outputs in its config: auto_complete_config adds them, with batching.
+AUTO_COMPLETE = """
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    @staticmethod
+    def auto_complete_config(auto_complete_model_config):
+        auto_complete_model_config.add_input({"name": "X", "data_type": "TYPE_INT64", "dims": [2]})
+        auto_complete_model_config.add_output({"name": "Y", "data_type": "TYPE_INT64", "dims": [2]})
+        auto_complete_model_config.set_max_batch_size(8)
+        auto_complete_model_config.set_dynamic_batching()
+        return auto_complete_model_config
+
+    def execute(self, requests):
+        return [
+            pb_utils.InferenceResponse([
+                pb_utils.Tensor("Y", pb_utils.get_input_tensor_by_name(r, "X").as_numpy() * 2)
+            ])
+            for r in requests
+        ]
+"""
+
+AUTO_COMPLETE_CONFIG = 'backend = "python"\n'
+
+# Dynamic batching: each request is answered with how many requests its execute() got.
+BATCH_COUNT = """
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        count = len(requests)
+        responses = []
+        for request in requests:
+            x = pb_utils.get_input_tensor_by_name(request, "X").as_numpy()
+            responses.append(pb_utils.InferenceResponse([
+                pb_utils.Tensor("Y", x + 1),
+                pb_utils.Tensor("COUNT", np.full((x.shape[0], 1), count, dtype=np.int32)),
+            ]))
+        return responses
+"""
+
+BATCH_COUNT_CONFIG = """
+backend = "python"
+instances = 1
+max_batch_size = 8
+
+[dynamic_batching]
+max_queue_delay_us = 2000000
+preferred_batch_sizes = [4]
+
+[[inputs]]
+name = "X"
+datatype = "FP32"
+shape = [1]
+
+[[outputs]]
+name = "Y"
+datatype = "FP32"
+shape = [1]
+
+[[outputs]]
+name = "COUNT"
+datatype = "INT32"
+shape = [1]
+"""
+
+MODELS = {
+    "add_sub": (ADD_SUB, ADD_SUB_CONFIG.format(instances=2)),
+    "lifecycle": (ADD_SUB, ADD_SUB_CONFIG.format(instances=2)),
+    "strings": (STRINGS, STRINGS_CONFIG),
+    "errors": (ERRORS, ERRORS_CONFIG),
+    "bls": (BLS, BLS_CONFIG),
+    "bls_async": (BLS_ASYNC, BLS_CONFIG),
+    "auto_complete": (AUTO_COMPLETE, AUTO_COMPLETE_CONFIG),
+    "batch_count": (BATCH_COUNT, BATCH_COUNT_CONFIG),
+}
+
+
+def build_repository(path: Path) -> Path:
+    builder = RepoBuilder(path)
+    for name, (source, config) in MODELS.items():
+        builder.python(name, source, config)
+    return path
