@@ -95,6 +95,8 @@ FORBIDDEN_IMPORTS = {
     "conveyor/engine": ("conveyor.server", "conveyor.client", "conveyor.cli", "grpc", "uvicorn"),
     "conveyor/backends": ("conveyor.server", "conveyor.client", "conveyor.engine"),
     "conveyor/repository": ("conveyor.server", "conveyor.client", "conveyor.engine"),
+    # Triton's pb_utils for the backends' Triton adapter: beside the backends, below the engine.
+    "conveyor/triton": ("conveyor.server", "conveyor.client", "conveyor.engine", "conveyor.cli"),
     "conveyor/client": ("conveyor.server", "conveyor.engine.engine", "conveyor.cli"),
     # bench -> client -> protocol (and the engine, for the in-process target); never the server.
     "conveyor/bench": ("conveyor.server", "conveyor.cli"),
