@@ -54,13 +54,13 @@ class PythonBackend(Backend):
     name = "python"
 
     def load(self, config: ModelConfig, version_dir: Path) -> PythonModel:
-        path = version_dir / "model.py"
+        path = version_dir / (config.model_filename or "model.py")
         if not path.exists():
             raise RepositoryError(f"model {config.name!r}: {path} does not exist")
         if not config.inputs or not config.outputs:
             raise RepositoryError(
                 f"model {config.name!r}: a python model must declare [[inputs]] and [[outputs]] "
-                "in config.toml"
+                "in config.toml (input and output in config.pbtxt)"
             )
         package = _package_name(config.name)
         try:
