@@ -117,7 +117,7 @@ class OnnxRuntimeBackend(Backend):
         self, config: ModelConfig, version_dir: Path, *, caller: ModelCaller | None = None
     ) -> OnnxRuntimeModel:
         options = SessionOptions.from_config(config)
-        path = version_dir / "model.onnx"
+        path = version_dir / (config.model_filename or "model.onnx")
         if not path.exists():
             raise RepositoryError(f"model {config.name!r}: {path} does not exist")
         session_options = ort.SessionOptions()

@@ -65,7 +65,7 @@ class PythonBackend(Backend):
     def load(
         self, config: ModelConfig, version_dir: Path, *, caller: ModelCaller | None = None
     ) -> LoadedModel:
-        path = version_dir / "model.py"
+        path = version_dir / (config.model_filename or "model.py")
         if not path.exists():
             raise RepositoryError(f"model {config.name!r}: {path} does not exist")
         package = _package_name(config.name)
@@ -108,7 +108,7 @@ def _load_model_class(
     if not config.inputs or not config.outputs:
         raise RepositoryError(
             f"model {config.name!r}: a python model must declare [[inputs]] and [[outputs]] "
-            "in config.toml"
+            "in config.toml (input and output in config.pbtxt)"
         )
     instance = model_class()
     instance.version_dir = version_dir

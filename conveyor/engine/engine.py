@@ -134,13 +134,21 @@ class Engine:
         *,
         model_control: ModelControl | str = ModelControl.NONE,
         startup_models: Iterable[str] | None = None,
+        gpu_instances_on_cpu: bool = False,
     ) -> Engine:
-        """An engine over the repository at ``path``; None: the built-in example models."""
+        """An engine over the repository at ``path``; None: the built-in example models.
+
+        ``gpu_instances_on_cpu``: config.pbtxt's KIND_GPU instance groups run on the CPU
+        (warned) instead of failing their model."""
         if path is None:
             from conveyor.examples import example_repository
 
             path = example_repository()
-        return cls(Repository(path), model_control=model_control, startup_models=startup_models)
+        return cls(
+            Repository(path, gpu_on_cpu=gpu_instances_on_cpu),
+            model_control=model_control,
+            startup_models=startup_models,
+        )
 
     # -- inference --------------------------------------------------------------------------
 
@@ -295,7 +303,7 @@ class Engine:
         with self._lock:
             self._wanted.add(name)
             self._states[name] = _Status(ModelState.LOADING)
-        for warning in model_warnings(name, source.path, source.config):
+        for warning in (*source.warnings, *model_warnings(name, source.path, source.config)):
             log.warning("%s", warning)
         loaded: dict[int, ModelVersion] = {}
         reason = ""
@@ -403,10 +411,13 @@ def _load_version(
     """
     try:
         source.check_version(version)
-        return (
-            ModelVersion(source.config, version, source.version_dir(version), caller=caller),
-            "",
-        )
+        running = ModelVersion(source.config, version, source.version_dir(version), caller=caller)
+        try:
+            running.warm_up()
+        except BaseException:
+            running.close()
+            raise
+        return running, ""
     except Exception as exc:
         if isinstance(exc, ConveyorError):
             reason, where = exc.message, exc.model_traceback

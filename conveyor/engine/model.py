@@ -21,6 +21,7 @@ from conveyor.engine.processes import ProcessInstances, ProcessPool
 from conveyor.engine.request import Request
 from conveyor.engine.scheduler import BatchPolicy, RequestQueue
 from conveyor.engine.stats import ModelStatistics, StatsRecorder
+from conveyor.engine.warmup import sample_inputs
 from conveyor.errors import (
     ConveyorError,
     InvalidInput,
@@ -118,6 +119,9 @@ class ModelVersion:
         now = self.queue.clock()
         if timeout is not None and timeout < 0:
             raise InvalidInput(f"timeout must be >= 0 seconds, got {timeout}")
+        if timeout is None or not self.config.allow_timeout_override:
+            timeout = self.config.default_timeout_s if self.config.default_timeout_s else timeout
+        priority = self._queue_priority(priority)
         future = InferFuture()
         future.request_id = request_id
         future.model_name = self.name
@@ -138,6 +142,20 @@ class ModelVersion:
             )
         )
         return future
+
+    def _queue_priority(self, priority: int) -> int:
+        """The queue's priority (higher first) for a request's priority.
+
+        With Triton's priority_levels (config.pbtxt) a request's priority is a level, 1 the
+        highest; 0 or a level past the last takes default_priority_level, as in Triton.
+        Without them the request's priority is the queue's as it is.
+        """
+        batching = self.config.dynamic_batching
+        if batching is None or not batching.priority_levels:
+            return priority
+        levels = batching.priority_levels
+        level = priority if 1 <= priority <= levels else batching.default_priority_level
+        return levels - level
 
     def _check_inputs(self, inputs: Mapping[str, np.ndarray]) -> tuple[dict[str, np.ndarray], int]:
         # Unknown names first: a misspelt input is also a missing one, and the misspelling is
@@ -236,21 +254,28 @@ class ModelVersion:
         total = sum(r.batch_size for r in batch)
         try:
             if model.separate_requests:
+                requests = [
+                    RequestData(
+                        self._reshaped(dict(r.inputs), self.config.inputs, reshape=True),
+                        r.outputs,
+                        r.future.request_id,
+                    )
+                    for r in batch
+                ]
                 t1 = time.perf_counter_ns()
-                outcomes = model.run_requests(
-                    [RequestData(r.inputs, r.outputs, r.future.request_id) for r in batch]
-                )
+                outcomes = model.run_requests(requests)
                 t2 = time.perf_counter_ns()
                 results = [
                     self._checked_outcome(outcome, request)
                     for outcome, request in zip(outcomes, batch, strict=True)
                 ]
             else:
-                inputs = join_inputs(batch)
+                inputs = self._reshaped(join_inputs(batch), self.config.inputs, reshape=True)
                 wanted = wanted_outputs(batch)
                 t1 = time.perf_counter_ns()
                 produced = model.run(inputs, wanted)
                 t2 = time.perf_counter_ns()
+                produced = self._reshaped(produced, self.config.outputs, reshape=False)
                 joined = self._check_produced(produced, wanted, total)
                 results = list(split_outputs(joined, batch))
         except Exception as exc:
@@ -295,10 +320,31 @@ class ModelVersion:
         if isinstance(outcome, Exception):
             return _model_failed(self.name, outcome)
         try:
+            outcome = self._reshaped(outcome, self.config.outputs, reshape=False)
             return self._check_produced(outcome, request.outputs, request.batch_size)
         except ConveyorError as error:
             self._failures.failed(error.message, error.model_traceback)
             return error
+
+    def _reshaped(
+        self, arrays: dict[str, np.ndarray], specs: Sequence[TensorSpec], *, reshape: bool
+    ) -> dict[str, np.ndarray]:
+        """config.pbtxt's reshape: the model takes (``reshape``) or gives its tensors in
+        another shape than requests and responses carry; the batch dimension stays."""
+        for spec in specs:
+            array = arrays.get(spec.name)
+            if spec.reshape is None or array is None:
+                continue
+            target = spec.reshape if reshape else spec.shape
+            lead = array.shape[: self._batch_dims]
+            try:
+                arrays[spec.name] = array.reshape((*lead, *target))
+            except ValueError:
+                raise ModelError(
+                    f"model {self.name!r}: {spec.name!r} of shape {list(array.shape)} cannot "
+                    f"be reshaped to {[*lead, *target]} (reshape in config.pbtxt)"
+                ) from None
+        return arrays
 
     def _check_produced(
         self, produced: dict[str, np.ndarray], wanted: tuple[str, ...], total: int
@@ -359,6 +405,20 @@ class ModelVersion:
             f"model {self.name!r} is not ready: all {count} of its instances are stuck in "
             f"executions past its execution_timeout_s of {timeout:g} s"
         )
+
+    def warm_up(self) -> None:
+        """Run config.pbtxt's model_warmup samples; RepositoryError if one fails."""
+        for sample in self.config.warmup:
+            inputs = sample_inputs(self.name, sample, self.config.batching)
+            for _ in range(sample.count):
+                try:
+                    self.submit(
+                        inputs, outputs=None, priority=0, timeout=None, request_id=None
+                    ).result()
+                except ConveyorError as exc:
+                    raise RepositoryError(
+                        f"model {self.name!r}: model_warmup {sample.name!r} failed: {exc.message}"
+                    ) from None
 
     @property
     def ready(self) -> bool:

@@ -14,7 +14,7 @@ from conveyor.protocol.datatypes import BYTES
 
 if TYPE_CHECKING:
     from conveyor.engine.stats import Duration, ModelStatistics
-    from conveyor.repository.config import ModelConfig, TensorSpec
+    from conveyor.repository.config import ModelConfig, TensorSpec, WarmupSample
 
 SERVER_NAME = "conveyor"
 
@@ -64,7 +64,11 @@ def config_data_type(datatype: str) -> str:
 
 
 def model_config(config: ModelConfig, platform: str, instance_count: int) -> dict[str, Any]:
-    """The model's configuration as Triton's model-config JSON (what perf_analyzer reads)."""
+    """The model's configuration as Triton's model-config JSON (what perf_analyzer reads).
+
+    It is the completed config: inputs and outputs filled in from the model file when the
+    config listed none, whether it came from config.toml or config.pbtxt.
+    """
 
     def tensor(spec: TensorSpec) -> dict[str, Any]:
         entry: dict[str, Any] = {
@@ -74,8 +78,17 @@ def model_config(config: ModelConfig, platform: str, instance_count: int) -> dic
         }
         if spec.optional:
             entry["optional"] = True
+        if spec.format is not None:
+            entry["format"] = spec.format
+        if spec.reshape is not None:
+            entry["reshape"] = {"shape": list(spec.reshape)}
+        if spec.label_filename is not None:
+            entry["label_filename"] = spec.label_filename
         return entry
 
+    groups = [
+        {"name": g.name, "kind": g.kind, "count": g.count} for g in config.instance_groups
+    ] or [{"name": f"{config.name}_0", "kind": "KIND_CPU", "count": instance_count}]
     result: dict[str, Any] = {
         "name": config.name,
         "platform": platform,
@@ -83,20 +96,57 @@ def model_config(config: ModelConfig, platform: str, instance_count: int) -> dic
         "max_batch_size": config.max_batch_size,
         "input": [tensor(s) for s in config.inputs],
         "output": [tensor(s) for s in config.outputs],
-        "instance_group": [
-            {"name": f"{config.name}_0", "kind": "KIND_CPU", "count": instance_count}
-        ],
+        "instance_group": groups,
     }
-    if config.dynamic_batching is not None:
+    batching = config.dynamic_batching
+    if batching is not None:
         result["dynamic_batching"] = {
-            "preferred_batch_size": list(config.dynamic_batching.preferred_batch_sizes),
-            "max_queue_delay_microseconds": config.dynamic_batching.max_queue_delay_us,
+            "preferred_batch_size": list(batching.preferred_batch_sizes),
+            "max_queue_delay_microseconds": batching.max_queue_delay_us,
+            "priority_levels": batching.priority_levels,
+            "default_priority_level": batching.default_priority_level,
+            "default_queue_policy": {
+                "timeout_action": "REJECT",
+                "default_timeout_microseconds": round((config.default_timeout_s or 0) * 1e6),
+                "allow_timeout_override": config.allow_timeout_override,
+                "max_queue_size": config.max_queue_size,
+            },
         }
-    if config.versions is None:
-        result["version_policy"] = {"latest": {"num_versions": 1}}
-    else:
+    if config.versions is not None:
         result["version_policy"] = {"specific": {"versions": list(config.versions)}}
+    elif config.latest_versions is None:
+        result["version_policy"] = {"all": {}}
+    else:
+        result["version_policy"] = {"latest": {"num_versions": config.latest_versions}}
+    if config.model_filename is not None:
+        result["default_model_filename"] = config.model_filename
+    if config.backend_options:
+        result["parameters"] = {
+            key: {"string_value": str(value)} for key, value in config.backend_options.items()
+        }
+    if config.warmup:
+        result["model_warmup"] = [_warmup(sample) for sample in config.warmup]
     return result
+
+
+def _warmup(sample: WarmupSample) -> dict[str, Any]:
+    inputs: dict[str, Any] = {}
+    for spec in sample.inputs:
+        entry: dict[str, Any] = {
+            "data_type": config_data_type(spec.datatype),
+            "dims": list(spec.shape),
+        }
+        if spec.data == "file" and spec.file is not None:
+            entry["input_data_file"] = spec.file.name
+        else:
+            entry[f"{spec.data}_data"] = True
+        inputs[spec.name] = entry
+    return {
+        "name": sample.name,
+        "batch_size": sample.batch_size,
+        "inputs": inputs,
+        "count": sample.count,
+    }
 
 
 def repository_entry(name: str, version: str, state: str, reason: str) -> dict[str, Any]:

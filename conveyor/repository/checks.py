@@ -16,6 +16,7 @@ from pathlib import Path
 from conveyor.backends import model_filenames
 from conveyor.errors import RepositoryError
 from conveyor.repository.config import ModelConfig
+from conveyor.repository.pbtxt import PBTXT_FILE
 
 CONFIG_FILE = "config.toml"
 # Names that can be used in a URL path segment and never climb out of the repository
@@ -41,8 +42,9 @@ def check_root(root: Path) -> None:
         )
     folders = [p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")]
     versions = _version_folders(root)
-    if (root / CONFIG_FILE).is_file() or (folders and len(versions) == len(folders)):
-        holds = f"{CONFIG_FILE}" if (root / CONFIG_FILE).is_file() else ""
+    configs = [f for f in (CONFIG_FILE, PBTXT_FILE) if (root / f).is_file()]
+    if configs or (folders and len(versions) == len(folders)):
+        holds = " and ".join(configs)
         if versions:
             listed = ", ".join(f"{v}/" for v in versions)
             holds = (
@@ -72,13 +74,16 @@ def no_model_file(name: str, path: Path, versions: Sequence[int]) -> RepositoryE
     expected = " or ".join(f"{f} ({b})" for b, f in model_filenames().items())
     return RepositoryError(
         f"model {name!r}: no model file in {looked}; expected {expected}, or set backend "
-        f"in {name}/{CONFIG_FILE}"
+        f"in {name}/{CONFIG_FILE} (or platform/backend in {name}/{PBTXT_FILE})"
     )
 
 
-def check_version_folder(name: str, version_dir: Path, backend: str) -> None:
-    """RepositoryError if the version folder lacks the backend's model file."""
-    filename = model_filenames().get(backend)
+def check_version_folder(
+    name: str, version_dir: Path, backend: str, model_filename: str | None = None
+) -> None:
+    """RepositoryError if the version folder lacks the model file (the backend's, or the
+    config's default_model_filename)."""
+    filename = model_filename or model_filenames().get(backend)
     if filename is None or (version_dir / filename).exists():
         return
     held = sorted(p.name for p in version_dir.iterdir()) if version_dir.is_dir() else []
@@ -107,9 +112,8 @@ def repository_warnings(root: Path) -> list[str]:
 
 
 # Config formats of other servers that Conveyor does not read (yet): kept apart so that
-# reading one later only removes its line here.
+# reading one later only removes its line here. (Triton's config.pbtxt is read: pbtxt.py.)
 _FOREIGN_CONFIGS = {
-    "config.pbtxt": "Triton's config.pbtxt",
     "model-settings.json": "MLServer's model-settings.json",
 }
 

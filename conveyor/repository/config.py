@@ -33,12 +33,50 @@ class TensorSpec:
     datatype: str
     shape: tuple[int, ...]
     optional: bool = False
+    # From config.pbtxt only. ``reshape``: the shape the model itself takes or gives (requests
+    # and responses use ``shape``); ``format``: Triton's FORMAT_NHWC/NCHW, reported, no effect;
+    # ``label_filename``: a file in the model folder, one label per line, for classification.
+    reshape: tuple[int, ...] | None = None
+    format: str | None = None
+    label_filename: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
 class DynamicBatching:
     max_queue_delay_us: int = 0
     preferred_batch_sizes: tuple[int, ...] = ()
+    # Triton's priority levels (config.pbtxt): 0 = none. With N levels a request's priority
+    # is a level, 1 the highest to N the lowest; 0 or one past N takes the default level.
+    priority_levels: int = 0
+    default_priority_level: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class InstanceGroup:
+    """One of config.pbtxt's instance groups, as reported back in the model config."""
+
+    name: str
+    kind: str  # Triton's KIND_CPU, KIND_MODEL, KIND_AUTO (KIND_GPU only when run on CPU)
+    count: int
+
+
+@dataclasses.dataclass(frozen=True)
+class WarmupInput:
+    name: str
+    datatype: str
+    shape: tuple[int, ...]  # without the batch dimension, which batch_size adds when batching
+    data: str  # "zero", "random" or "file"
+    file: Path | None = None  # for "file": raw tensor bytes (BYTES: 4-byte length prefixes)
+
+
+@dataclasses.dataclass(frozen=True)
+class WarmupSample:
+    """One model_warmup entry: requests run before the model version reports ready."""
+
+    name: str
+    batch_size: int
+    inputs: tuple[WarmupInput, ...]
+    count: int = 1
 
 
 DEFAULT_MAX_QUEUE_SIZE = 1024  # requests a model version holds waiting; past it, QueueFull
@@ -59,8 +97,17 @@ class ModelConfig:
     dynamic_batching: DynamicBatching | None = None
     inputs: tuple[TensorSpec, ...] = ()
     outputs: tuple[TensorSpec, ...] = ()
-    versions: tuple[int, ...] | None = None  # None: serve only the latest version
+    versions: tuple[int, ...] | None = None  # None: serve the latest_versions newest
     backend_options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    # The rest come from config.pbtxt only (config.toml keeps their defaults).
+    latest_versions: int | None = 1  # when versions is None; None: every version
+    # A request with no timeout of its own gets this one (seconds in the queue); with
+    # allow_timeout_override false, a request's own timeout is ignored for it.
+    default_timeout_s: float | None = None
+    allow_timeout_override: bool = True
+    instance_groups: tuple[InstanceGroup, ...] = ()  # empty: one KIND_CPU group
+    model_filename: str | None = None  # the version folder's model file; None: the backend's
+    warmup: tuple[WarmupSample, ...] = ()
 
     @property
     def batching(self) -> bool:

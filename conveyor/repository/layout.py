@@ -1,4 +1,5 @@
-"""Triton's repository layout: ``<repo>/<model>/[config.toml]`` and ``<repo>/<model>/<int>/``.
+"""Triton's repository layout: ``<repo>/<model>/[config.toml | config.pbtxt]`` and
+``<repo>/<model>/<int>/``.
 
 Reading the layout never loads a model; it only says what is there and what is wrong.
 """
@@ -14,6 +15,7 @@ from conveyor.repository import checks
 from conveyor.repository.checks import CONFIG_FILE
 from conveyor.repository.checks import MODEL_NAME as _MODEL_NAME
 from conveyor.repository.config import ModelConfig, load_config_file, parse_config
+from conveyor.repository.pbtxt import PBTXT_FILE, read_pbtxt
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,18 +29,25 @@ class ModelSource:
     # Older versions to serve instead, newest first, should every one of ``versions`` fail
     # to load (only when the config names no versions: serve the newest that loads).
     fallbacks: tuple[int, ...] = ()
+    warnings: tuple[str, ...] = ()  # what the config holds that has no effect, for the log
 
     def version_dir(self, version: int) -> Path:
         return self.path / str(version)
 
     def check_version(self, version: int) -> None:
         """RepositoryError if the version's folder lacks its model file."""
-        checks.check_version_folder(self.name, self.version_dir(version), self.config.backend)
+        checks.check_version_folder(
+            self.name, self.version_dir(version), self.config.backend, self.config.model_filename
+        )
 
 
 class Repository:
-    def __init__(self, root: str | Path) -> None:
+    """``gpu_on_cpu``: run config.pbtxt's KIND_GPU instance groups on the CPU (with a
+    warning) instead of refusing the model."""
+
+    def __init__(self, root: str | Path, *, gpu_on_cpu: bool = False) -> None:
         self.root = Path(root)
+        self.gpu_on_cpu = gpu_on_cpu
         if not self.root.is_dir():
             raise RepositoryError(f"model repository {str(self.root)!r} is not a directory")
         checks.check_root(self.root)
@@ -56,31 +65,53 @@ class Repository:
         if not path.is_dir():
             raise ModelNotFound(f"model {name!r} is not in the repository")
         available = sorted(int(p.name) for p in path.iterdir() if p.is_dir() and p.name.isdigit())
-        raw = load_config_file(path / CONFIG_FILE, name) if (path / CONFIG_FILE).exists() else {}
-        backend = None
-        if "backend" not in raw:
-            # The newest version with a model file: an empty latest folder must not hide it.
-            found = (infer_backend(path / str(v)) for v in reversed(available))
-            backend = next((b for b in found if b is not None), None)
-            if backend is None:
-                misplaced = checks.misplaced_model_file(name, path)
-                if misplaced is not None:
-                    raise misplaced
-                if available:
-                    raise checks.no_model_file(name, path, available)
-                raise RepositoryError(f"model {name!r}: no version folders (e.g. {name}/1/)")
-        config = parse_config(name, raw, backend=backend)
+        # The newest version with a model file: an empty latest folder must not hide it.
+        found = (infer_backend(path / str(v)) for v in reversed(available))
+        inferred = next((b for b in found if b is not None), None)
+        config, warnings = self._config(name, path, inferred, available)
         if not available:
             raise checks.misplaced_model_file(name, path) or RepositoryError(
                 f"model {name!r}: no version folders (e.g. {name}/1/)"
             )
         fallbacks: tuple[int, ...] = ()
         if config.versions is None:
-            versions: tuple[int, ...] = (available[-1],)
-            fallbacks = tuple(reversed(available[:-1]))
+            newest = config.latest_versions or len(available)
+            versions: tuple[int, ...] = tuple(available[-newest:])
+            if newest == 1:
+                fallbacks = tuple(reversed(available[:-1]))
         else:
             missing = sorted(set(config.versions) - set(available))
             if missing:
                 raise RepositoryError(f"model {name!r}: versions {missing} have no folder")
             versions = tuple(sorted(config.versions))
-        return ModelSource(name, path, config, versions, fallbacks)
+        return ModelSource(name, path, config, versions, fallbacks, warnings)
+
+    def _config(
+        self, name: str, path: Path, inferred: str | None, available: list[int]
+    ) -> tuple[ModelConfig, tuple[str, ...]]:
+        """The model's config.toml or config.pbtxt (never both), or one filled in from the
+        model file; ``inferred`` is the backend whose model file is there, if any."""
+
+        def no_backend() -> RepositoryError:
+            misplaced = checks.misplaced_model_file(name, path)
+            if misplaced is not None:
+                return misplaced
+            if available:
+                return checks.no_model_file(name, path, available)
+            return RepositoryError(f"model {name!r}: no version folders (e.g. {name}/1/)")
+
+        toml, pbtxt = path / CONFIG_FILE, path / PBTXT_FILE
+        if toml.is_file() and pbtxt.is_file():
+            raise RepositoryError(
+                f"model {name!r}: both {name}/{CONFIG_FILE} and {name}/{PBTXT_FILE} exist; "
+                "keep one (Conveyor reads either, never both)"
+            )
+        if pbtxt.is_file():
+            read = read_pbtxt(
+                pbtxt, name, backend=inferred, no_backend=no_backend, gpu_on_cpu=self.gpu_on_cpu
+            )
+            return read.config, read.warnings
+        raw = load_config_file(toml, name) if toml.is_file() else {}
+        if "backend" not in raw and inferred is None:
+            raise no_backend()
+        return parse_config(name, raw, backend=inferred), ()

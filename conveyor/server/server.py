@@ -160,7 +160,10 @@ class Server:
     def _engine_from_settings(self) -> Engine:
         s = self.settings
         return Engine.from_repository(
-            s.repository, model_control=s.model_control, startup_models=list(s.load_model)
+            s.repository,
+            model_control=s.model_control,
+            startup_models=list(s.load_model),
+            gpu_instances_on_cpu=s.gpu_instances_on_cpu,
         )
 
     async def main_loop(self) -> None:

@@ -69,6 +69,13 @@ class Settings:
             "with --model-control explicit: a model to load at start (repeat for more)"
         ),
     )
+    gpu_instances_on_cpu: bool = dataclasses.field(
+        default=False,
+        metadata=_option(
+            "run config.pbtxt instance groups of kind KIND_GPU on the CPU (with a warning) "
+            "instead of failing those models to load; Conveyor runs every model on the CPU"
+        ),
+    )
     strict_readiness: bool = dataclasses.field(
         default=True,
         metadata=_option(

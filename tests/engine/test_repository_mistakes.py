@@ -128,7 +128,6 @@ def test_skipped_folders_and_foreign_configs_are_warned_about(repo, caplog):
     repo.onnx("tiny", onnx_models.tiny)
     (repo.path / "my model").mkdir()
     (repo.path / ".git").mkdir()  # hidden folders are nobody's model: no warning
-    (repo.path / "tiny" / "config.pbtxt").write_text('name: "tiny"\n')
     (repo.path / "tiny" / "model-settings.json").write_text("{}\n")
     with caplog.at_level(logging.WARNING, "conveyor"), Engine.from_repository(repo.path) as engine:
         assert engine.model_names() == ["tiny"]
@@ -136,10 +135,7 @@ def test_skipped_folders_and_foreign_configs_are_warned_about(repo, caplog):
     assert any("folder 'my model' is skipped: it is not a valid model name" in w for w in warnings)
     assert any("a model name starts with a letter, digit or _" in w for w in warnings)
     assert not any(".git" in w for w in warnings)
-    assert any(
-        "Triton's config.pbtxt is ignored (not supported yet); write tiny/config.toml" in w
-        for w in warnings
-    )
+    # config.pbtxt is read now (tests/repository/), so only MLServer's file is warned about.
     assert any("MLServer's model-settings.json is ignored" in w for w in warnings)
 
 
