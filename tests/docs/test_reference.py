@@ -16,11 +16,9 @@ from conveyor.server.settings import add_arguments
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 
-# What exists only for models moved from Triton is documented on docs/triton-migration.md
-# (until the reference pages list it too): serve options, and ModelConfig fields that only
-# config.pbtxt sets (config.toml has no key for them).
+# The ModelConfig fields that only config.pbtxt sets (config.toml has no key for them) are
+# documented on docs/triton-migration.md.
 MIGRATION = DOCS / "triton-migration.md"
-MIGRATION_OPTIONS = {"--gpu-instances-on-cpu", "--no-gpu-instances-on-cpu"}
 PBTXT_ONLY_FIELDS = {
     "allow_timeout_override",
     "default_timeout_s",
@@ -42,13 +40,8 @@ def test_serving_lists_every_option_of_conveyor_serve() -> None:
     ]
     assert "--http-port" in options
     page = (DOCS / "serving.md").read_text(encoding="utf-8")
-    missing = [
-        option for option in options if f"`{option}" not in page and option not in MIGRATION_OPTIONS
-    ]
+    missing = [option for option in options if f"`{option}" not in page]
     assert not missing, f"docs/serving.md does not list {missing}"
-    migration = MIGRATION.read_text(encoding="utf-8")
-    missing = [option for option in MIGRATION_OPTIONS if f"`{option}" not in migration]
-    assert not missing, f"docs/triton-migration.md does not list {missing}"
 
 
 def test_configuration_lists_every_config_key() -> None:
