@@ -31,7 +31,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from benchmarks import common
-from benchmarks.common import IDENTITY_SHAPE, RESULTS, markdown, ms, pin_plan, pinned, rate
+from benchmarks.common import IDENTITY_SHAPE, markdown, ms, pin_plan, pinned, rate
 from conveyor.bench import BenchSpec, Point, Report, TargetSpec, run_bench
 from conveyor.bench.ceiling import measure as measure_ceiling
 from conveyor.testing import free_port, wait_ready
@@ -149,7 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--warmup", type=float, default=1.0)
     p.add_argument("--baseline", metavar="GIT_REF", help="also measure this commit's server")
     p.add_argument("--no-ceiling", action="store_true", help="skip conveyor bench ceiling")
-    p.add_argument("--out", default=str(RESULTS))
+    p.add_argument("--out", default=str(common.ROOT / "benchmarks" / "results"))
     args = p.parse_args(argv)
     cpus = pin_plan()
     out = Path(args.out)
