@@ -7,6 +7,8 @@ import pytest
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
+from conveyor.protocol.grpc import converters
+from conveyor.protocol.grpc._generated import grpc_service_pb2 as pb
 from conveyor.testing import RunningServer
 from tests.server.large.conftest import MiB
 
@@ -59,3 +61,15 @@ def test_non_utf8_element_for_an_onnx_string_input_is_invalid_argument(
     assert caught.value.status() == "StatusCode.INVALID_ARGUMENT"
     assert "'INPUT0'" in caught.value.message()
     assert "element 2" in caught.value.message()
+
+
+def test_stream_response_bytes_parse_as_the_protobuf_message() -> None:
+    outputs = {
+        "A": np.arange(MiB // 4, dtype=np.float32),  # 1 MiB: a length that takes 3 varint bytes
+        "B": np.array([b"x", b"\xff" * 300], dtype=object),
+    }
+    wire = converters.stream_response_bytes("m", "1", "id", outputs)
+    expected = pb.ModelStreamInferResponse(
+        infer_response=converters.infer_response("m", "1", "id", outputs)
+    )
+    assert pb.ModelStreamInferResponse.FromString(wire) == expected
