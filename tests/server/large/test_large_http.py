@@ -6,7 +6,6 @@ a body over many TCP writes, pipeline requests, or stop half way.
 
 from __future__ import annotations
 
-import http.client
 import socket
 import time
 
@@ -29,14 +28,28 @@ def _request(inputs: dict[str, np.ndarray], path: str = "/v2/models/identity/inf
 
 
 def _read_response(sock: socket.socket) -> tuple[int, dict, dict[str, np.ndarray]]:
-    response = http.client.HTTPResponse(sock)
-    response.begin()
-    body = response.read()
-    length = response.getheader("Inference-Header-Content-Length")
-    if response.status != 200:
-        return response.status, orjson.loads(body), {}
-    header, outputs = infer.decode_response(body, int(length) if length else None)
-    return response.status, header, outputs
+    """One response, read byte-exact (http.client's reader would read ahead past it)."""
+    head = b""
+    while not head.endswith(b"\r\n\r\n"):
+        byte = sock.recv(1)
+        assert byte, "the server closed the connection"
+        head += byte
+    status_line, *lines = head.decode("latin-1").split("\r\n")
+    headers = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines if line)}
+    length = int(headers["content-length"])
+    body = bytearray()
+    while len(body) < length:
+        chunk = sock.recv(length - len(body))
+        assert chunk, "the server closed the connection mid-body"
+        body += chunk
+    status = int(status_line.split()[1])
+    if status != 200:
+        return status, orjson.loads(body), {}
+    header_length = headers.get("inference-header-content-length")
+    header, outputs = infer.decode_response(
+        bytes(body), int(header_length) if header_length else None
+    )
+    return status, header, outputs
 
 
 def _connect(server: RunningServer) -> socket.socket:
