@@ -2,6 +2,12 @@
 
 ``InferenceSession.run`` is thread-safe and releases the GIL while it computes, so N
 instance threads over one session run N executions at once with one copy of the weights.
+
+Tensors go in and out through plain ``run``: a C-contiguous, aligned numpy input is used
+where it lies, and the output array is onnxruntime's own buffer. IOBinding (bind the input,
+bind the output to CPU, read it back) was measured slower at every size on onnxruntime
+1.32, one core: a 4 MiB identity 128 µs with ``run``, 144 µs reading the bound OrtValue
+with ``numpy()``, 325 µs with ``copy_outputs_to_cpu``; ``tiny`` 8.8 µs against 12.8 µs.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ import numpy as np
 import onnxruntime as ort
 
 from conveyor.backends.base import Backend, LoadedModel, ModelCaller
-from conveyor.errors import RepositoryError
+from conveyor.errors import InvalidInput, RepositoryError
 from conveyor.repository.config import ModelConfig, TensorSpec
 
 _DATATYPE_OF_ORT = {
@@ -53,7 +59,7 @@ class OnnxRuntimeModel(LoadedModel):
 
     def run(self, inputs: dict[str, np.ndarray], outputs: Sequence[str]) -> dict[str, np.ndarray]:
         feed = {
-            name: _to_onnx_strings(array) if array.dtype == object else array
+            name: _to_onnx_strings(array, name) if array.dtype == object else array
             for name, array in inputs.items()
         }
         results = self.session.run(list(outputs), feed)
@@ -63,16 +69,29 @@ class OnnxRuntimeModel(LoadedModel):
         return produced
 
 
-def _to_onnx_strings(array: np.ndarray) -> np.ndarray:
-    # onnxruntime wants str elements for tensor(string); V2 BYTES arrive as bytes.
-    return np.vectorize(
-        lambda v: v.decode("utf-8", "surrogateescape") if isinstance(v, bytes) else v,
-        otypes=[object],
-    )(array)
+def _to_onnx_strings(array: np.ndarray, name: str) -> np.ndarray:
+    """V2 BYTES elements as the str elements onnxruntime wants for tensor(string).
+
+    onnxruntime keeps strings as UTF-8: an element that is not UTF-8 is the client's error
+    (InvalidInput naming the input and the element), not a failure of the model.
+    """
+    flat = array.reshape(-1)
+    out = np.empty(flat.shape, dtype=object)
+    for index, value in enumerate(flat):
+        if isinstance(value, bytes | bytearray | memoryview):
+            try:
+                value = bytes(value).decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise InvalidInput(
+                    f"input {name!r}: element {index} is not valid UTF-8 ({exc.reason} at "
+                    f"byte {exc.start}); onnxruntime string tensors hold UTF-8 text"
+                ) from None
+        out[index] = value
+    return out.reshape(array.shape)
 
 
 def _utf8(value: Any) -> bytes:
-    return value.encode("utf-8", "surrogateescape") if isinstance(value, str) else bytes(value)
+    return value.encode("utf-8") if isinstance(value, str) else bytes(value)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -127,6 +127,20 @@ def encode_response(
     model_name: str, model_version: str, request: InferRequest, results: Mapping[str, np.ndarray]
 ) -> tuple[bytes, int | None]:
     """The response body and, when it has a binary tail, the JSON header's length."""
+    header, buffers = encode_response_parts(model_name, model_version, request, results)
+    if not buffers:
+        return header, None
+    return binary.join(header, buffers)
+
+
+def encode_response_parts(
+    model_name: str, model_version: str, request: InferRequest, results: Mapping[str, np.ndarray]
+) -> tuple[bytes, list[binary.Chunk]]:
+    """The response's JSON header and its binary tail's buffers, not joined.
+
+    A transport that can write several buffers (HTTP: head, header, each tensor) sends the
+    tensors straight from the engine's arrays, with no join copy.
+    """
     outputs: list[dict[str, Any]] = []
     buffers: list[binary.Chunk] = []
     for name, array in results.items():
@@ -143,10 +157,7 @@ def encode_response(
     if request.id is not None:
         response["id"] = request.id
     response["outputs"] = outputs
-    header = json_codec.dumps(response)
-    if not buffers:
-        return header, None
-    return binary.join(header, buffers)
+    return json_codec.dumps(response), buffers
 
 
 # ---- the client's side ----------------------------------------------------------------

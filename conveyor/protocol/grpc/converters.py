@@ -74,6 +74,12 @@ _WIRE_DTYPE = {
 }
 
 
+# ModelStreamInferResponse.infer_response
+STREAM_RESPONSE_FIELD = pb.ModelStreamInferResponse.DESCRIPTOR.fields_by_name[
+    "infer_response"
+].number
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class InferCall:
     """One ModelInferRequest as the engine's ``submit`` arguments."""
@@ -242,6 +248,14 @@ def infer_response_bytes(
     """:func:`infer_response`, serialized, each tensor copied once (straight from numpy)."""
     response, buffers = response_parts(model, version, request_id, outputs)
     return wire.join_raw(response, wire.RAW_OUTPUT_FIELD, buffers)
+
+
+def stream_response_bytes(
+    model: str, version: str, request_id: str, outputs: Mapping[str, np.ndarray]
+) -> bytes:
+    """A serialized ModelStreamInferResponse holding :func:`infer_response`; tensors copied once."""
+    response, buffers = response_parts(model, version, request_id, outputs)
+    return wire.join_raw(response, wire.RAW_OUTPUT_FIELD, buffers, within=STREAM_RESPONSE_FIELD)
 
 
 def response_parts(

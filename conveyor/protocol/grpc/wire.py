@@ -77,14 +77,25 @@ def split_raw(
     return message_class.FromString(b"".join(rest)), raw
 
 
-def join_raw(message: Message, field: int, buffers: Sequence[BytesLike]) -> bytes:
-    """``message`` serialized with ``buffers`` as the elements of its bytes field ``field``."""
+def join_raw(
+    message: Message, field: int, buffers: Sequence[BytesLike], *, within: int | None = None
+) -> bytes:
+    """``message`` serialized with ``buffers`` as the elements of its bytes field ``field``.
+
+    ``within``: the result is wrapped as that (message) field of an enclosing message, e.g.
+    ModelStreamInferResponse.infer_response, in the same single join.
+    """
     key = bytes(_varint(field << 3 | _LENGTH_DELIMITED))
     parts: list[Any] = [message.SerializeToString()]
+    size = len(parts[0])
     for buffer in buffers:
-        size = buffer.nbytes if isinstance(buffer, np.ndarray | memoryview) else len(buffer)
-        parts.append(key + _varint(size))
+        nbytes = buffer.nbytes if isinstance(buffer, np.ndarray | memoryview) else len(buffer)
+        prefix = key + _varint(nbytes)
+        parts.append(prefix)
         parts.append(buffer)
+        size += len(prefix) + nbytes
+    if within is not None:
+        parts.insert(0, _varint(within << 3 | _LENGTH_DELIMITED) + _varint(size))
     return b"".join(parts)
 
 

@@ -82,10 +82,7 @@ class InferenceServicer:
         """How the inference methods read and write messages (see :mod:`.wire`)."""
         return {
             "ModelInfer": (_read_infer_request, _write_infer_response),
-            "ModelStreamInfer": (
-                _read_infer_request,
-                pb.ModelStreamInferResponse.SerializeToString,
-            ),
+            "ModelStreamInfer": (_read_infer_request, _write_infer_response),
         }
 
     async def ModelInfer(self, received: Received | InvalidInput, context: Context) -> Any:
@@ -123,7 +120,7 @@ class InferenceServicer:
 
     async def ModelStreamInfer(
         self, requests: AsyncIterator[Received | InvalidInput], context: Context
-    ) -> AsyncIterator[pb.ModelStreamInferResponse]:
+    ) -> AsyncIterator[bytes | pb.ModelStreamInferResponse]:
         """Run every request of the stream at once; answer each the moment it completes.
 
         A request that fails is answered in-band (``error_message`` plus an
@@ -132,7 +129,9 @@ class InferenceServicer:
         loop = asyncio.get_running_loop()
         # Answers, in the order their requests completed; None: the request stream ended;
         # _DRAIN: the server is draining, so end the stream once nothing is unanswered.
-        answers: asyncio.Queue[pb.ModelStreamInferResponse | object | None] = asyncio.Queue()
+        answers: asyncio.Queue[bytes | pb.ModelStreamInferResponse | object | None] = (
+            asyncio.Queue()
+        )
         running: set[InferFuture] = set()  # submitted, not yet completed: cancelled on exit
         unanswered = 0  # requests read whose answer is not yet written
 
@@ -189,7 +188,7 @@ class InferenceServicer:
                     reader.result()  # re-raise what ended the request stream, if anything
                     continue
                 unanswered -= 1
-                assert isinstance(answer, pb.ModelStreamInferResponse)
+                assert isinstance(answer, bytes | pb.ModelStreamInferResponse)
                 yield answer
         finally:
             self._streams.discard(answers)
@@ -272,8 +271,8 @@ def _read_infer_request(data: bytes) -> Received | InvalidInput:
 
 
 def _write_infer_response(response: bytes | Message) -> bytes:
-    # ModelInfer answers pre-serialized bytes (converters.infer_response_bytes); an error
-    # path may still hand over a message.
+    # Infer answers are pre-serialized bytes (converters.infer_response_bytes,
+    # stream_response_bytes); errors are still messages.
     return response if isinstance(response, bytes) else response.SerializeToString()
 
 
@@ -285,7 +284,7 @@ def _parse(data: dict[str, Any], message: type[R]) -> R:
 
 def _stream_response(
     future: InferFuture, call: converters.InferCall
-) -> pb.ModelStreamInferResponse:
+) -> bytes | pb.ModelStreamInferResponse:
     if future.cancelled():
         error: BaseException | None = Cancelled("the request was cancelled")
     else:
@@ -293,10 +292,9 @@ def _stream_response(
     version = future.model_version or ""
     if error is None:
         try:
-            response = converters.infer_response(
+            return converters.stream_response_bytes(
                 call.model, version, call.request_id, future.result()
             )
-            return pb.ModelStreamInferResponse(infer_response=response)
         except Exception as exc:
             error = exc
     return _stream_error(

@@ -64,7 +64,7 @@ class ASGIApp:
         async def read_body() -> bytes:
             body = await _read_body(receive, content_length, limit, state)
             if encoding is not None:
-                body = bodies.decompress(body, encoding, limit)
+                return bytes(bodies.decompress(body, encoding, limit))  # bytes in, bytes out
             return body
 
         path = scope["path"]

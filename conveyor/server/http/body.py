@@ -39,7 +39,9 @@ def declared_length(value: bytes | None, limit: int) -> int | None:
     return length
 
 
-def decompress(body: bytes, encoding: bytes, limit: int) -> bytes:
+def decompress(
+    body: bytes | bytearray | memoryview, encoding: bytes, limit: int
+) -> bytes | bytearray | memoryview:
     name = encoding.strip().lower()
     if name in (b"", b"identity"):
         return body

@@ -14,6 +14,13 @@ them), ``Expect: 100-continue``, HEAD (no body), body limits before reading, a c
 request head size, write back-pressure, idle keep-alive timeout, and a graceful stop that
 lets in-flight requests finish. Malformed HTTP gets 400 and the connection is closed.
 
+Bodies are read without joining: a body whose Content-Length is at least ``_DIRECT_BODY``
+is received straight into one buffer allocated for it (``asyncio.BufferedProtocol``; the
+socket reads into it, httptools parses only the head), placed so that the first tensor after
+the JSON header starts 64-byte aligned. Infer responses are written as the head, the JSON
+header and each output tensor's own buffer, never joined; large buffers are handed to the
+transport as memoryviews, so a partly sent one is kept as a slice, not copied.
+
 Slow senders cannot hold a connection: the request line and headers must arrive within
 ``header_timeout`` of their first byte, and a body may not stall for ``body_timeout``;
 past either the client gets 408 and is disconnected. With a bearer token configured, a
@@ -29,14 +36,16 @@ import contextlib
 import logging
 import ssl
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from email.utils import formatdate
 from typing import Protocol, runtime_checkable
 from urllib.parse import unquote
 
 import httptools
+import numpy as np
 
 from conveyor.errors import ConveyorError, InvalidInput, Unauthenticated
+from conveyor.protocol.binary import BytesLike, Chunk
 from conveyor.server.auth import CHALLENGE, OPEN_HTTP_PATHS, BearerAuth
 from conveyor.server.frontend import bind
 from conveyor.server.http import body as bodies
@@ -57,6 +66,13 @@ HEADER_TIMEOUT_SECONDS = DEFAULT_HTTP_HEADER_TIMEOUT_S
 BODY_TIMEOUT_SECONDS = DEFAULT_HTTP_BODY_TIMEOUT_S
 BACKLOG = DEFAULT_LISTEN_BACKLOG
 _LARGE_BODY = 64 * 1024  # above this, head and body are written separately (no join copy)
+# Bodies declared at least this long are read into their own buffer (smaller ones through
+# the parser's callbacks, which cost less than a buffer switch for a few KiB).
+_DIRECT_BODY = 64 * 1024
+# Where socket reads go while no body is read directly. One per front end: every read is
+# parsed (and copied out by httptools' callbacks) before the next read, on the loop thread.
+_SCRATCH_BYTES = 256 * 1024
+_ALIGN = 64  # the first tensor of a directly read body starts at this alignment
 # Pipelined requests parsed ahead of their turn; past this, stop reading the connection.
 # (Pausing costs syscalls, so it is not done per request.)
 _MAX_PIPELINED = 4
@@ -69,6 +85,7 @@ _STATUS_LINES = {code: b"HTTP/1.1 %d %s\r\n" % (code, reason) for code, reason i
 _INTERESTING = frozenset(
     (
         b"content-length",
+        b"transfer-encoding",
         b"content-encoding",
         b"accept-encoding",
         b"inference-header-content-length",
@@ -94,7 +111,9 @@ class Routes(Protocol):
 class InferRoutes(Routes, Protocol):
     """Routes whose infer requests start from the parser's callback, with no task."""
 
-    def begin_infer(self, path: str, body: bytes, header_length: bytes | None) -> PendingInfer: ...
+    def begin_infer(
+        self, path: str, body: BytesLike, header_length: bytes | None
+    ) -> PendingInfer: ...
 
 
 class RequestTimeout(ConveyorError):
@@ -108,11 +127,15 @@ class _Request:
         "accept",
         "authorization",
         "body",
+        "chunked",
+        "direct",
         "encoding",
         "error",
         "expect_continue",
+        "filled",
         "header_length",
         "keep_alive",
+        "length",
         "method",
         "path",
         "size",
@@ -127,12 +150,26 @@ class _Request:
         self.accept: bytes | None = None
         self.authorization: bytes | None = None
         self.header_length: bytes | None = None
+        self.length: int | None = None  # Content-Length
+        self.chunked = False  # a Transfer-Encoding header was sent
+        self.direct: memoryview | None = None  # the body's own buffer, when read directly
+        self.filled = 0  # bytes of ``direct`` received
         self.keep_alive = True
         self.expect_continue = False
         self.error: Exception | None = None
 
+    def read_directly(self, length: int) -> None:
+        """Receive the body into one buffer of its own, its binary tail aligned."""
+        header = self.header_length
+        at = int(header) if header is not None and header.strip().isdigit() else 0
+        buffer = bytearray(length + _ALIGN)
+        # The buffer's address, without ctypes: numpy reads it from the buffer protocol.
+        address = int(np.frombuffer(buffer, np.uint8).ctypes.data)
+        offset = -(address + at) % _ALIGN if at <= length else 0
+        self.direct = memoryview(buffer)[offset : offset + length]
 
-class HTTPProtocol(asyncio.Protocol):
+
+class HTTPProtocol(asyncio.BufferedProtocol):
     """One client connection."""
 
     def __init__(self, front_end: HTTPToolsFrontEnd) -> None:
@@ -146,6 +183,8 @@ class HTTPProtocol(asyncio.Protocol):
         self._url = b""
         self._head_bytes = 0
         self._current: _Request | None = None  # being parsed
+        self._direct: _Request | None = None  # its body is being read into its own buffer
+        self._scratch = front_end.scratch
         self._queue: collections.deque[_Request] = collections.deque()  # parsed, waiting
         self._busy = False  # a request is being handled (responses go out in order)
         self._inflight: PendingInfer | None = None
@@ -172,7 +211,28 @@ class HTTPProtocol(asyncio.Protocol):
         if self._task is not None:
             self._task.cancel()
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        request = self._direct
+        if request is not None:
+            assert request.direct is not None
+            return request.direct[request.filled :]  # never past this body's end
+        return self._scratch
+
+    def buffer_updated(self, nbytes: int) -> None:
+        request = self._direct
+        if request is None:
+            self.data_received(self._scratch[:nbytes])
+            return
+        request.filled += nbytes
+        self.read_deadline = time.monotonic() + self._front_end.body_timeout
+        assert request.direct is not None
+        if request.filled == len(request.direct):
+            # httptools never saw this body: a fresh parser starts at the next request.
+            self._direct = None
+            self._parser = httptools.HttpRequestParser(self)
+            self.on_message_complete()
+
+    def data_received(self, data: BytesLike) -> None:
         if self._discarding:
             return
         self.idle_since = None
@@ -180,8 +240,13 @@ class HTTPProtocol(asyncio.Protocol):
             self._parser.feed_data(data)
         except httptools.HttpParserUpgrade:
             self._fatal(InvalidInput("protocol upgrades (websockets, CONNECT) are not supported"))
+            return
         except httptools.HttpParserError as exc:
             self._fatal(InvalidInput(f"malformed HTTP request: {exc}"))
+            return
+        current = self._current
+        if current is not None and current.direct is not None and not self._discarding:
+            self._direct = current  # the rest of its body goes straight into its buffer
 
     def pause_writing(self) -> None:
         # The client reads slower than we answer: stop reading its requests until it catches up.
@@ -233,11 +298,13 @@ class HTTPProtocol(asyncio.Protocol):
             request.header_length = value
         elif name == b"content-length":
             try:
-                bodies.declared_length(value, self._limit)
+                request.length = bodies.declared_length(value, self._limit)
             except InvalidInput as exc:
                 request.error = exc
         elif name == b"content-encoding":
             request.encoding = value
+        elif name == b"transfer-encoding":
+            request.chunked = True
         elif name == b"accept-encoding":
             request.accept = value
         elif name == b"expect" and value.lower() == b"100-continue":
@@ -268,6 +335,9 @@ class HTTPProtocol(asyncio.Protocol):
             return
         if request.expect_continue and self._transport is not None:
             self._transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")  # the body is acceptable
+        length = request.length
+        if length is not None and length >= _DIRECT_BODY and not request.chunked:
+            request.read_directly(length)
 
     def on_body(self, data: bytes) -> None:
         request = self._current
@@ -278,6 +348,10 @@ class HTTPProtocol(asyncio.Protocol):
         if request.size > self._limit:
             request.error = bodies.too_large(f"more than {self._limit} bytes", self._limit)
             self._reject(request)
+            return
+        if request.direct is not None:  # the part of the body that came with the head
+            request.direct[request.filled : request.size] = data
+            request.filled = request.size
             return
         request.body.append(data)
 
@@ -299,6 +373,7 @@ class HTTPProtocol(asyncio.Protocol):
         """A request that must not be read further: answer it (in order) and close."""
         self._discarding = True
         self._current = None
+        self._direct = None
         self.read_deadline = None
         request.keep_alive = False
         self._pause_reading()
@@ -323,7 +398,11 @@ class HTTPProtocol(asyncio.Protocol):
         try:
             if request.error is not None:
                 raise request.error
-            body = b"".join(request.body) if len(request.body) != 1 else request.body[0]
+            body: BytesLike
+            if request.direct is not None:
+                body = request.direct
+            else:
+                body = b"".join(request.body) if len(request.body) != 1 else request.body[0]
             if request.encoding is not None:
                 body = bodies.decompress(body, request.encoding, self._limit)
             infer = self._begin_infer
@@ -343,14 +422,16 @@ class HTTPProtocol(asyncio.Protocol):
         if self._transport is None:
             return
         try:
-            reply = pending.reply(pending.future.result())
+            status, body, headers = pending.reply_parts(pending.future.result())
         except Exception as exc:  # the engine's error, or cancelled
-            reply = self._error(exc)
-        self._respond(request, *reply)
+            status, error_body, headers = self._error(exc)
+            body = [error_body]
+        self._respond(request, status, body, headers)
 
-    async def _route(self, request: _Request, body: bytes) -> None:
+    async def _route(self, request: _Request, body: BytesLike) -> None:
         async def read_body() -> bytes:
-            return body
+            # Only infer bodies stay views; other routes are rare and take bytes.
+            return body if isinstance(body, bytes) else bytes(body)
 
         try:
             reply = await self._routes.handle(
@@ -371,31 +452,47 @@ class HTTPProtocol(asyncio.Protocol):
             status = 408  # a transport matter, not a kind the engine knows
         return status, body, JSON
 
-    def _respond(self, request: _Request, status: int, body: bytes, headers: Headers) -> None:
+    def _respond(
+        self, request: _Request, status: int, body: bytes | Sequence[Chunk], headers: Headers
+    ) -> None:
         transport = self._transport
         if transport is None:
             return
-        body, encoding = bodies.maybe_compress(request.path, status, body, request.accept)
+        if isinstance(body, bytes):
+            parts: Sequence[Chunk] = (body,)
+            length = len(body)
+        else:
+            parts = body
+            length = sum(_nbytes(part) for part in parts)
+        encoding = None
+        if request.accept is not None and length >= bodies.COMPRESS_MIN_BYTES:
+            joined = b"".join(parts)  # type: ignore[arg-type]  # ndarray is a Buffer
+            compressed, encoding = bodies.maybe_compress(
+                request.path, status, joined, request.accept
+            )
+            parts, length = (compressed,), len(compressed)
         keep_alive = request.keep_alive and not self._closing
-        head = [_STATUS_LINES.get(status) or b"HTTP/1.1 %d X\r\n" % status, self._front_end.date]
+        head: list[Chunk] = [
+            _STATUS_LINES.get(status) or b"HTTP/1.1 %d X\r\n" % status,
+            self._front_end.date,
+        ]
         for name, value in headers:
             head += (name, b": ", value, b"\r\n")
         if encoding is not None:
             head.append(b"content-encoding: " + encoding + b"\r\n")
-        head.append(b"content-length: %d\r\n" % len(body))
+        head.append(b"content-length: %d\r\n" % length)
         if status == 401:
             head.append(b"www-authenticate: " + CHALLENGE + b"\r\n")
         if not keep_alive:
             head.append(b"connection: close\r\n")
         head.append(b"\r\n")
         if request.method == "HEAD":
-            transport.write(b"".join(head))
-        elif len(body) < _LARGE_BODY:
-            head.append(body)
-            transport.write(b"".join(head))
+            transport.write(b"".join(head))  # type: ignore[arg-type]  # ndarray is a Buffer
+        elif length < _LARGE_BODY:
+            head += parts
+            transport.write(b"".join(head))  # type: ignore[arg-type]  # ndarray is a Buffer
         else:
-            transport.write(b"".join(head))
-            transport.write(body)
+            _write_parts(transport, head, parts)
         self._busy = False
         if not keep_alive:
             transport.close()
@@ -435,6 +532,30 @@ class HTTPProtocol(asyncio.Protocol):
         )
 
 
+def _nbytes(part: Chunk) -> int:
+    return part.nbytes if isinstance(part, np.ndarray | memoryview) else len(part)
+
+
+def _write_parts(
+    transport: asyncio.WriteTransport, head: list[Chunk], parts: Sequence[Chunk]
+) -> None:
+    """The head and body parts, small ones joined, large ones as they are (no copy).
+
+    A large part goes to the transport as a memoryview: what the socket does not take at
+    once stays queued as a slice of it, where a bytes object would be copied.
+    """
+    pending: list[Chunk] = list(head)
+    for part in parts:
+        if _nbytes(part) < _LARGE_BODY:
+            pending.append(part)
+            continue
+        transport.write(b"".join(pending))  # type: ignore[arg-type]  # ndarray is a Buffer
+        pending = []
+        transport.write(memoryview(part).cast("B"))  # type: ignore[arg-type]
+    if pending:
+        transport.write(b"".join(pending))  # type: ignore[arg-type]
+
+
 class HTTPToolsFrontEnd:
     """An HTTP front end on :class:`HTTPProtocol`: listens, keeps the Date header fresh,
     closes idle keep-alive connections, and stops gracefully.
@@ -470,6 +591,7 @@ class HTTPToolsFrontEnd:
         self.keep_alive_timeout = keep_alive_timeout
         self._ssl = ssl_context
         self.connections: set[HTTPProtocol] = set()
+        self.scratch = memoryview(bytearray(_SCRATCH_BYTES))
         self.date = b""
         self._host = host
         self._port = port

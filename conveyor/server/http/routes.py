@@ -15,8 +15,7 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from conveyor.errors import ConveyorError, InvalidInput, ModelNotFound
-from conveyor.protocol import infer
-from conveyor.protocol.binary import parse_header_length
+from conveyor.protocol import binary, infer
 from conveyor.protocol.json_codec import dumps, loads
 from conveyor.server.http.errors import error_body
 
@@ -139,14 +138,16 @@ class V2Routes:
 
     # -- inference ------------------------------------------------------------------------
 
-    def begin_infer(self, path: str, body: bytes, header_length: bytes | None) -> PendingInfer:
+    def begin_infer(
+        self, path: str, body: binary.BytesLike, header_length: bytes | None
+    ) -> PendingInfer:
         """Decode and submit an infer request (``path`` ends in /infer); does not wait.
 
         Raises for a bad request; the returned future completes on an engine thread.
         """
         started = self._clock()
         model, version = _model_and_version(path.split("/"), path)
-        request = infer.decode_request(body, parse_header_length(header_length, len(body)))
+        request = infer.decode_request(body, binary.parse_header_length(header_length, len(body)))
         future = self.data.infer(
             model,
             version,
@@ -178,14 +179,23 @@ class PendingInfer:
         self._routes = routes
 
     def reply(self, results: Outputs) -> Reply:
+        header, buffers, headers = self._encode(results)
+        return 200, binary.join(header, buffers)[0] if buffers else header, headers
+
+    def reply_parts(self, results: Outputs) -> tuple[int, list[binary.Chunk], Headers]:
+        """:meth:`reply` with the body left as its parts (JSON header, then each tensor)."""
+        header, buffers, headers = self._encode(results)
+        return 200, [header, *buffers], headers
+
+    def _encode(self, results: Outputs) -> tuple[bytes, list[binary.Chunk], Headers]:
         future = self.future
         served = future.model_version or ""
-        body, json_length = infer.encode_response(self.model, served, self.request, results)
+        header, buffers = infer.encode_response_parts(self.model, served, self.request, results)
         routes = self._routes
         routes.data.observe_latency(future, routes._clock() - self.started, "http")
-        if json_length is None:
-            return 200, body, JSON
-        return 200, body, [BINARY_TYPE, (HEADER_LENGTH, b"%d" % json_length)]
+        if not buffers:
+            return header, buffers, JSON
+        return header, buffers, [BINARY_TYPE, (HEADER_LENGTH, b"%d" % len(header))]
 
 
 def _model_and_version(parts: list[str], path: str) -> tuple[str, str | None]:
