@@ -22,6 +22,7 @@ SERVER_NAME = "conveyor"
 # Another front end or feature adds its own name when it lands (e.g. system_shared_memory).
 EXTENSIONS: tuple[str, ...] = (
     "binary_tensor_data",
+    "classification",
     "model_configuration",
     "model_repository",
     "parameters",
@@ -74,6 +75,8 @@ def model_config(config: ModelConfig, platform: str, instance_count: int) -> dic
         }
         if spec.optional:
             entry["optional"] = True
+        if spec.label_filename is not None:
+            entry["label_filename"] = spec.label_filename
         return entry
 
     result: dict[str, Any] = {

@@ -13,7 +13,7 @@ from conveyor.errors import ModelNotFound, RepositoryError
 from conveyor.repository import checks
 from conveyor.repository.checks import CONFIG_FILE
 from conveyor.repository.checks import MODEL_NAME as _MODEL_NAME
-from conveyor.repository.config import ModelConfig, load_config_file, parse_config
+from conveyor.repository.config import ModelConfig, load_config_file, parse_config, read_labels
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,7 +69,7 @@ class Repository:
                 if available:
                     raise checks.no_model_file(name, path, available)
                 raise RepositoryError(f"model {name!r}: no version folders (e.g. {name}/1/)")
-        config = parse_config(name, raw, backend=backend)
+        config = read_labels(parse_config(name, raw, backend=backend), path)
         if not available:
             raise checks.misplaced_model_file(name, path) or RepositoryError(
                 f"model {name!r}: no version folders (e.g. {name}/1/)"

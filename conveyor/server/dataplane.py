@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from conveyor.errors import DeadlineExceeded, InvalidInput, ModelNotReady, Unavailable, Unsupported
 from conveyor.protocol import metadata
+from conveyor.server.classified import ClassificationPlan, classified
 
 if TYPE_CHECKING:
     import numpy as np
@@ -170,10 +171,14 @@ class DataPlane:
         outputs: list[str] | None,
         options: RequestOptions,
         request_id: str | None,
+        classifications: Mapping[str, int] | None = None,
         wait_limit: float | None = None,
     ) -> InferFuture:
         """Submit one request; return its future at once (``future.model_version`` names
         the version serving it). Raises for a request the engine refuses.
+
+        ``classifications``: requested outputs to answer as their top-k classes (Triton's
+        classification extension), output name -> k; see ``classified.py``.
 
         ``wait_limit``: seconds the caller will still wait for the answer (a gRPC deadline);
         the request's own timeout never runs past it.
@@ -187,7 +192,10 @@ class DataPlane:
             if wait_limit <= 0:
                 raise DeadlineExceeded("the request's deadline passed before it was queued")
             timeout = wait_limit if timeout is None else min(timeout, wait_limit)
-        return engine.submit(
+        plan = None
+        if classifications:
+            plan = ClassificationPlan(engine.model(model, version).config, classifications)
+        future = engine.submit(
             model,
             inputs,
             version=version,
@@ -196,6 +204,7 @@ class DataPlane:
             timeout=timeout,
             request_id=request_id,
         )
+        return future if plan is None else classified(future, plan)
 
     def observe_latency(self, future: InferFuture, seconds: float, protocol: str) -> None:
         """Record an answered request's latency (request read -> response built)."""

@@ -154,6 +154,7 @@ class V2Routes:
             outputs=request.outputs,
             options=request.options,
             request_id=request.id,
+            classifications=request.classifications,
         )
         return PendingInfer(future, model, request, started, self)
 
