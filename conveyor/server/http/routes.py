@@ -18,7 +18,6 @@ from conveyor.errors import ConveyorError, InvalidInput, ModelNotFound
 from conveyor.protocol import infer
 from conveyor.protocol.binary import parse_header_length
 from conveyor.protocol.json_codec import dumps, loads
-from conveyor.server.http.errors import error_body
 
 if TYPE_CHECKING:
     from conveyor.futures import InferFuture, Outputs
@@ -71,7 +70,7 @@ class V2Routes:
         if route == "" and method == "GET":
             return 200, self._server_metadata, JSON
         if route == "health/live" and method == "GET":
-            return EMPTY_OK if self.data.live() else (400, error_body("server is not live"), JSON)
+            return _health("live", None if self.data.live() else "server is not live")
         if route == "health/ready" and method == "GET":
             return self._server_ready()
         if route == "openapi.json" and method == "GET":
@@ -91,10 +90,7 @@ class V2Routes:
 
     def _server_ready(self) -> Reply:
         reason = self.data.not_ready_reason()
-        if reason is None:
-            return EMPTY_OK
-        # 400, not 503, as Triton answers; the body says why.
-        return 400, error_body(f"server is not ready: {reason}"), JSON
+        return _health("ready", None if reason is None else f"server is not ready: {reason}")
 
     def _models(self, method: str, parts: list[str], path: str) -> Reply:
         if method != "GET":
@@ -109,8 +105,7 @@ class V2Routes:
         if action == "":
             return 200, dumps(self.data.model_metadata(model, version)), JSON
         if action == "ready":
-            reason = self.data.model_not_ready_reason(model, version)
-            return EMPTY_OK if reason is None else (400, error_body(reason), JSON)
+            return _health("ready", self.data.model_not_ready_reason(model, version))
         if action == "config":
             return 200, dumps(self.data.model_config(model, version)), JSON
         if action == "stats":
@@ -187,6 +182,15 @@ class PendingInfer:
         if json_length is None:
             return 200, body, JSON
         return 200, body, [BINARY_TYPE, (HEADER_LENGTH, b"%d" % json_length)]
+
+
+def _health(field: str, not_reason: str | None) -> Reply:
+    """A health answer: 200 ``{field: true}``, or 400 (not 503, as Triton answers) with
+    ``{field: false, "error": why}``. Triton sends no body; KServe's clients read
+    ``{"live": ...}`` / ``{"ready": ...}``, and Triton's read only the status."""
+    if not_reason is None:
+        return 200, dumps({field: True}), JSON
+    return 400, dumps({field: False, "error": not_reason}), JSON
 
 
 def _model_and_version(parts: list[str], path: str) -> tuple[str, str | None]:
