@@ -20,7 +20,7 @@ import asyncio
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from conveyor.errors import DeadlineExceeded, InvalidInput, ModelNotReady, Unavailable, Unsupported
+from conveyor.errors import DeadlineExceeded, InvalidInput, ModelNotReady, Unavailable
 from conveyor.protocol import metadata
 from conveyor.server.classified import ClassificationPlan, classified
 
@@ -142,10 +142,14 @@ class DataPlane:
         ``parameters``: the names of the request's parameters; a config or files given in
         the request are refused, as this server loads only from its repository.
         """
-        if any(key == "config" or key.startswith("file:") for key in parameters):
-            raise Unsupported(
-                "loading a model with a config or files given in the request is not "
-                "supported; put them in the model repository"
+        overrides = sorted(k for k in parameters if k == "config" or k.startswith("file:"))
+        if overrides:
+            # Refused the same on both protocols, as a bad request (400 / INVALID_ARGUMENT):
+            # loading as if they were absent would serve something the caller did not ask for.
+            raise InvalidInput(
+                f"load with a config override is not supported: the request's parameters "
+                f"{', '.join(map(repr, overrides))} give a config or files; this server loads "
+                f"models only from its repository (put them in the folder of {name!r})"
             )
         engine = self._engine()
         # Loading blocks for a long time (files, sessions): never on the event loop.
