@@ -35,6 +35,8 @@ from conveyor.repository.config import ModelConfig
 from conveyor.repository.layout import ModelSource, Repository
 
 log = logging.getLogger("conveyor.engine")
+# Triton's prefix for a model (version) it cannot serve; clients match on it.
+UNKNOWN_MODEL = "Request for unknown model: "
 
 
 class ModelState(enum.StrEnum):
@@ -186,30 +188,44 @@ class Engine:
         try:
             number = int(version)
         except (TypeError, ValueError):
-            raise InvalidInput(f"model version must be an integer, got {version!r}") from None
+            # Triton's wording first (its clients match on it), then ours.
+            raise InvalidInput(
+                f"failed to get model version from specified version string '{version}' "
+                f"(details: not an integer), version should be an integral value > 0: "
+                f"model version must be an integer, got {version!r}"
+            ) from None
         versions = self._running.get(model)
         if versions is None:
             raise self._missing(model)
         found = versions.get(number)
         if found is None:
             raise ModelNotFound(
-                f"model {model!r} has no version {number}; loaded versions are "
+                f"{UNKNOWN_MODEL}'{model}' version {number} is not found: model {model!r} has "
+                f"no version {number}; loaded versions are "
                 f"{', '.join(map(str, sorted(versions)))}"
             )
         return found
 
     def _missing(self, model: str) -> ConveyorError:
+        # Each message starts with Triton's wording (its clients and their tests match on
+        # it) and goes on with ours, which says why.
+        unavailable = f"{UNKNOWN_MODEL}'{model}' has no available versions: "
         status = self._states.get(model)
         if status is not None:
             reason = f": {status.reason}" if status.reason else ""
             if status.state is ModelState.UNAVAILABLE and model in self._wanted:
                 return ModelUnavailable(
-                    f"model {model!r} is not ready (UNAVAILABLE): it failed to load{reason}"
+                    f"{unavailable}model {model!r} is not ready (UNAVAILABLE): "
+                    f"it failed to load{reason}"
                 )
-            return ModelNotReady(f"model {model!r} is not ready ({status.state}){reason}")
+            return ModelNotReady(
+                f"{unavailable}model {model!r} is not ready ({status.state}){reason}"
+            )
         if model in self.repository.model_names():
-            return ModelNotReady(f"model {model!r} is not ready: not loaded")
-        return ModelNotFound(f"model {model!r} is not in the repository")
+            return ModelNotReady(f"{unavailable}model {model!r} is not ready: not loaded")
+        return ModelNotFound(
+            f"{UNKNOWN_MODEL}'{model}' is not found: model {model!r} is not in the repository"
+        )
 
     # -- models -----------------------------------------------------------------------------
 
@@ -263,10 +279,18 @@ class Engine:
     def load_model(self, name: str) -> None:
         """Load (or reload) a model from the repository; blocks until it is ready."""
         self._require_model_control()
-        self._load(name)
+        try:
+            self._load(name)
+        except ModelNotFound as exc:
+            # Triton's wording for a model its repository does not hold, then ours.
+            raise ModelNotFound(
+                f"failed to load '{name}', failed to poll from model repository: {exc.message}"
+            ) from None
         status = self._states.get(name)
         if status is not None and status.state is not ModelState.READY:
-            raise ModelUnavailable(f"model {name!r} failed to load: {status.reason}")
+            raise ModelUnavailable(
+                f"load failed for model '{name}': model {name!r} failed to load: {status.reason}"
+            )
 
     def unload_model(self, name: str) -> None:
         """Stop taking requests for ``name``, finish the ones it holds, then release it."""

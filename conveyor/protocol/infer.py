@@ -25,6 +25,7 @@ from conveyor.protocol.datatypes import DATATYPES, datatype_of, is_datatype
 from conveyor.protocol.parameters import (
     RequestOptions,
     check_tensor_parameters,
+    classification_count,
     flag,
     request_options,
 )
@@ -39,6 +40,8 @@ class InferRequest:
     outputs: list[str] | None  # None: every output of the model
     binary_outputs: dict[str, bool] | None  # per requested output; None: use options
     options: RequestOptions
+    # Requested outputs to answer as their top-k classes (the classification extension).
+    classifications: dict[str, int] | None = None
 
     def wants_binary(self, name: str) -> bool:
         if self.binary_outputs is not None:
@@ -59,8 +62,10 @@ def decode_request(body: binary.BytesLike, header_length: int | None) -> InferRe
         raise InvalidInput(f"request 'id' must be a string, got {request_id!r}")
     options = request_options(header.get("parameters"))
     inputs = _decode_tensors(header.get("inputs"), tail, "inputs", "input")
-    outputs, binary_outputs = _requested_outputs(header.get("outputs"))
-    return InferRequest(request_id, inputs, outputs, binary_outputs, options)
+    outputs, binary_outputs, classifications = _requested_outputs(header.get("outputs"))
+    return InferRequest(
+        request_id, inputs, outputs, binary_outputs, options, classifications or None
+    )
 
 
 def _decode_tensors(
@@ -98,13 +103,16 @@ def _decode_tensors(
     return tensors
 
 
-def _requested_outputs(raw: Any) -> tuple[list[str] | None, dict[str, bool] | None]:
+def _requested_outputs(
+    raw: Any,
+) -> tuple[list[str] | None, dict[str, bool] | None, dict[str, int] | None]:
     if raw is None:
-        return None, None
+        return None, None, None
     if not isinstance(raw, list):
         raise InvalidInput(f"'outputs' must be a list of objects, got {_kind(raw)}")
     names: list[str] = []
     chosen: dict[str, bool] = {}
+    classifications: dict[str, int] = {}
     for index, output in enumerate(raw):
         if not isinstance(output, dict) or not isinstance(output.get("name"), str):
             raise InvalidInput(f"outputs[{index}] must be an object with a string 'name'")
@@ -116,11 +124,14 @@ def _requested_outputs(raw: Any) -> tuple[list[str] | None, dict[str, bool] | No
         if parameters is not None:
             if not isinstance(parameters, dict):
                 raise InvalidInput(f"{where}: 'parameters' must be an object")
-            check_tensor_parameters(parameters, where)
+            check_tensor_parameters(parameters, where, output=True)
             if "binary_data" in parameters:
                 chosen[name] = flag(parameters, "binary_data", f"{where} parameter")
+            count = classification_count(parameters, where)
+            if count is not None:
+                classifications[name] = count
         names.append(name)
-    return names, chosen
+    return names, chosen, classifications
 
 
 def encode_response(

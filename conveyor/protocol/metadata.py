@@ -22,6 +22,7 @@ SERVER_NAME = "conveyor"
 # Another front end or feature adds its own name when it lands (e.g. system_shared_memory).
 EXTENSIONS: tuple[str, ...] = (
     "binary_tensor_data",
+    "classification",
     "model_configuration",
     "model_repository",
     "parameters",

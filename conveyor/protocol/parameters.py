@@ -12,7 +12,7 @@ Units differ on purpose and are converted only here:
 - ``timeout``: microseconds on the wire (0 = none), seconds in the engine (None = none).
 
 Unknown parameters are ignored. Reserved ones that this server does not implement
-(sequence batching, shared memory, classification) are refused with a clear error rather
+(sequence batching, shared memory, classification of an input) are refused with a clear error rather
 than silently ignored, because ignoring them would return a wrong answer.
 """
 
@@ -29,7 +29,7 @@ from conveyor.errors import InvalidInput, Unsupported
 # ("Parameters") and docs/grpc-api.md.
 REQUEST_PARAMETERS = ("priority", "timeout", "binary_data_output")
 INPUT_PARAMETERS = ("binary_data_size",)
-OUTPUT_PARAMETERS = ("binary_data",)
+OUTPUT_PARAMETERS = ("binary_data", "classification")
 # Reserved by Triton's extensions that we do not implement: refused, never ignored.
 UNSUPPORTED_REQUEST_PARAMETERS = ("sequence_id", "sequence_start", "sequence_end")
 UNSUPPORTED_TENSOR_PARAMETERS = (
@@ -108,12 +108,29 @@ def request_options(parameters: Any) -> RequestOptions:
     return RequestOptions(engine_priority(priority), timeout_seconds(timeout), binary)
 
 
-def check_tensor_parameters(parameters: Mapping[str, Any], where: str) -> None:
-    """Refuse tensor parameters that ask for an extension we do not implement."""
+def check_tensor_parameters(
+    parameters: Mapping[str, Any], where: str, *, output: bool = False
+) -> None:
+    """Refuse tensor parameters that ask for an extension we do not implement
+    (classification is implemented for a requested ``output``, not for an input)."""
     for key in UNSUPPORTED_TENSOR_PARAMETERS:
-        if key in parameters:
+        if key in parameters and not (output and key == "classification"):
             what = "classification" if key == "classification" else "shared memory"
             raise Unsupported(f"{where}: parameter {key!r} asks for {what}, which is not supported")
+
+
+def classification_count(parameters: Mapping[str, Any], where: str) -> int | None:
+    """A requested output's ``classification`` parameter: how many top classes to return
+    (None: not asked). Triton's clients send it as an integer (gRPC ``int64_param``)."""
+    if "classification" not in parameters:
+        return None
+    value = parameters["classification"]
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise InvalidInput(
+            f"{where} parameter 'classification' must be an integer >= 1 (how many top "
+            f"classes to return), got {value!r}"
+        )
+    return value
 
 
 def flag(parameters: Mapping[str, Any], key: str, where: str) -> bool:

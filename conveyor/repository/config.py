@@ -34,11 +34,14 @@ class TensorSpec:
     shape: tuple[int, ...]
     optional: bool = False
     # From config.pbtxt only. ``reshape``: the shape the model itself takes or gives (requests
-    # and responses use ``shape``); ``format``: Triton's FORMAT_NHWC/NCHW, reported, no effect;
-    # ``label_filename``: a file in the model folder, one label per line, for classification.
+    # and responses use ``shape``); ``format``: Triton's FORMAT_NHWC/NCHW, reported, no effect.
     reshape: tuple[int, ...] | None = None
     format: str | None = None
+    # An output's class labels (Triton's label_filename, also a config.toml key): a file in the
+    # model's folder, one label per line, line i naming class i. Read when the model is read
+    # from its folder (``labels``), so a classification request never touches the disk.
     label_filename: str | None = None
+    labels: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,6 +138,7 @@ _TOP_KEYS = {
     "versions",
 }
 _TENSOR_KEYS = {"name", "datatype", "shape", "optional"}
+_OUTPUT_KEYS = _TENSOR_KEYS | {"label_filename"}
 _BATCHING_KEYS = {"max_queue_delay_us", "preferred_batch_sizes"}
 
 
@@ -259,7 +263,7 @@ def _tensors(raw: Any, section: str, fail: Any) -> tuple[TensorSpec, ...]:
         where = f"{section}[{index}]"
         if not isinstance(entry, dict):
             raise fail(f"{where} must be a table")
-        bad = set(entry) - _TENSOR_KEYS
+        bad = set(entry) - (_OUTPUT_KEYS if section == "outputs" else _TENSOR_KEYS)
         if bad:
             raise fail(f"unknown key {sorted(bad)[0]!r} in {where}")
         name = entry.get("name")
@@ -278,8 +282,43 @@ def _tensors(raw: Any, section: str, fail: Any) -> tuple[TensorSpec, ...]:
         optional = entry.get("optional", False)
         if not isinstance(optional, bool):
             raise fail(f"{where} ({name}): optional must be true or false")
-        specs.append(TensorSpec(name, datatype, tuple(shape), optional))
+        label_filename = entry.get("label_filename")
+        if label_filename is not None and (
+            not isinstance(label_filename, str)
+            or not label_filename
+            or Path(label_filename).name != label_filename
+            or label_filename in (".", "..")
+        ):
+            raise fail(
+                f"{where} ({name}): label_filename must be the name of a file in the model's "
+                f"folder (no path), got {label_filename!r}"
+            )
+        specs.append(
+            TensorSpec(name, datatype, tuple(shape), optional, label_filename=label_filename)
+        )
     names = [spec.name for spec in specs]
     if len(set(names)) != len(names):
         raise fail(f"{section} has a duplicate name")
     return tuple(specs)
+
+
+def read_labels(config: ModelConfig, folder: Path) -> ModelConfig:
+    """``config`` with every output's ``label_filename`` read into its ``labels``.
+
+    A missing or unreadable label file is a RepositoryError naming the output and the file:
+    the model would otherwise answer classification requests without its labels.
+    """
+    outputs = []
+    for spec in config.outputs:
+        if spec.label_filename is not None:
+            path = folder / spec.label_filename
+            try:
+                text = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                raise RepositoryError(
+                    f"model {config.name!r}: output {spec.name!r}: label_filename "
+                    f"{spec.label_filename!r} cannot be read from {str(folder)!r}: {exc}"
+                ) from None
+            spec = dataclasses.replace(spec, labels=tuple(text.splitlines()))
+        outputs.append(spec)
+    return dataclasses.replace(config, outputs=tuple(outputs))

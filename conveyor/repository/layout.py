@@ -14,7 +14,7 @@ from conveyor.errors import ModelNotFound, RepositoryError
 from conveyor.repository import checks
 from conveyor.repository.checks import CONFIG_FILE
 from conveyor.repository.checks import MODEL_NAME as _MODEL_NAME
-from conveyor.repository.config import ModelConfig, load_config_file, parse_config
+from conveyor.repository.config import ModelConfig, load_config_file, parse_config, read_labels
 from conveyor.repository.pbtxt import PBTXT_FILE, read_pbtxt
 
 
@@ -69,6 +69,7 @@ class Repository:
         found = (infer_backend(path / str(v)) for v in reversed(available))
         inferred = next((b for b in found if b is not None), None)
         config, warnings = self._config(name, path, inferred, available)
+        config = read_labels(config, path)
         if not available:
             raise checks.misplaced_model_file(name, path) or RepositoryError(
                 f"model {name!r}: no version folders (e.g. {name}/1/)"

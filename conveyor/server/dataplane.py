@@ -20,8 +20,9 @@ import asyncio
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from conveyor.errors import DeadlineExceeded, InvalidInput, ModelNotReady, Unavailable, Unsupported
+from conveyor.errors import DeadlineExceeded, InvalidInput, ModelNotReady, Unavailable
 from conveyor.protocol import metadata
+from conveyor.server.classified import ClassificationPlan, classified
 
 if TYPE_CHECKING:
     import numpy as np
@@ -141,10 +142,14 @@ class DataPlane:
         ``parameters``: the names of the request's parameters; a config or files given in
         the request are refused, as this server loads only from its repository.
         """
-        if any(key == "config" or key.startswith("file:") for key in parameters):
-            raise Unsupported(
-                "loading a model with a config or files given in the request is not "
-                "supported; put them in the model repository"
+        overrides = sorted(k for k in parameters if k == "config" or k.startswith("file:"))
+        if overrides:
+            # Refused the same on both protocols, as a bad request (400 / INVALID_ARGUMENT):
+            # loading as if they were absent would serve something the caller did not ask for.
+            raise InvalidInput(
+                f"load with a config override is not supported: the request's parameters "
+                f"{', '.join(map(repr, overrides))} give a config or files; this server loads "
+                f"models only from its repository (put them in the folder of {name!r})"
             )
         engine = self._engine()
         # Loading blocks for a long time (files, sessions): never on the event loop.
@@ -170,10 +175,14 @@ class DataPlane:
         outputs: list[str] | None,
         options: RequestOptions,
         request_id: str | None,
+        classifications: Mapping[str, int] | None = None,
         wait_limit: float | None = None,
     ) -> InferFuture:
         """Submit one request; return its future at once (``future.model_version`` names
         the version serving it). Raises for a request the engine refuses.
+
+        ``classifications``: requested outputs to answer as their top-k classes (Triton's
+        classification extension), output name -> k; see ``classified.py``.
 
         ``wait_limit``: seconds the caller will still wait for the answer (a gRPC deadline);
         the request's own timeout never runs past it.
@@ -187,7 +196,10 @@ class DataPlane:
             if wait_limit <= 0:
                 raise DeadlineExceeded("the request's deadline passed before it was queued")
             timeout = wait_limit if timeout is None else min(timeout, wait_limit)
-        return engine.submit(
+        plan = None
+        if classifications:
+            plan = ClassificationPlan(engine.model(model, version).config, classifications)
+        future = engine.submit(
             model,
             inputs,
             version=version,
@@ -196,6 +208,7 @@ class DataPlane:
             timeout=timeout,
             request_id=request_id,
         )
+        return future if plan is None else classified(future, plan)
 
     def observe_latency(self, future: InferFuture, seconds: float, protocol: str) -> None:
         """Record an answered request's latency (request read -> response built)."""

@@ -76,9 +76,17 @@ def test_priority_and_timeout_in_engine_units(
 
 
 def test_requested_output_parameters_are_checked() -> None:
+    # Classification is implemented for requested outputs (refused for inputs), so the
+    # check uses a parameter of an extension that is not; and a bad count is refused.
     request = request_with(np.zeros(1, np.float32))
     output = request.outputs.add(name="y")
     output.parameters["classification"].int64_param = 3
+    assert converters.infer_call(request).classifications == {"y": 3}
+    output.parameters["classification"].int64_param = 0
+    with pytest.raises(InvalidInput, match="'classification' must be an integer >= 1"):
+        converters.infer_call(request)
+    output.parameters["classification"].int64_param = 3
+    request.inputs[0].parameters["classification"].int64_param = 3
     with pytest.raises(Unsupported, match="classification"):
         converters.infer_call(request)
 

@@ -36,6 +36,7 @@ from conveyor.protocol.parameters import (
     DEFAULT_OPTIONS,
     RequestOptions,
     check_tensor_parameters,
+    classification_count,
     request_options,
 )
 
@@ -90,6 +91,8 @@ class InferCall:
     outputs: list[str] | None
     options: RequestOptions
     request_id: str
+    # Requested outputs to answer as their top-k classes (the classification extension).
+    classifications: dict[str, int] | None = None
 
 
 def infer_call(
@@ -108,13 +111,17 @@ def infer_call(
         else DEFAULT_OPTIONS
     )
     outputs = None
+    classifications: dict[str, int] = {}
     if request.outputs:
         outputs = []
         for output in request.outputs:
             if output.parameters:
-                check_tensor_parameters(
-                    parameter_values(output.parameters), f"output {output.name!r}"
-                )
+                where = f"output {output.name!r}"
+                values = parameter_values(output.parameters)
+                check_tensor_parameters(values, where, output=True)
+                count = classification_count(values, where)
+                if count is not None:
+                    classifications[output.name] = count
             outputs.append(output.name)
     return InferCall(
         model=request.model_name,
@@ -123,6 +130,7 @@ def infer_call(
         outputs=outputs,
         options=options,
         request_id=request.id,
+        classifications=classifications or None,
     )
 
 

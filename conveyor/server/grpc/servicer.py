@@ -115,6 +115,7 @@ class InferenceServicer:
             outputs=call.outputs,
             options=call.options,
             request_id=call.request_id or None,
+            classifications=call.classifications,
             wait_limit=context.time_remaining(),  # the client's deadline bounds the request
         )
 

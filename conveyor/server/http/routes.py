@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 from conveyor.errors import ConveyorError, InvalidInput, ModelNotFound
 from conveyor.protocol import binary, infer
 from conveyor.protocol.json_codec import dumps, loads
-from conveyor.server.http.errors import error_body
 
 if TYPE_CHECKING:
     from conveyor.futures import InferFuture, Outputs
@@ -70,7 +69,7 @@ class V2Routes:
         if route == "" and method == "GET":
             return 200, self._server_metadata, JSON
         if route == "health/live" and method == "GET":
-            return EMPTY_OK if self.data.live() else (400, error_body("server is not live"), JSON)
+            return _health("live", None if self.data.live() else "server is not live")
         if route == "health/ready" and method == "GET":
             return self._server_ready()
         if route == "openapi.json" and method == "GET":
@@ -90,10 +89,7 @@ class V2Routes:
 
     def _server_ready(self) -> Reply:
         reason = self.data.not_ready_reason()
-        if reason is None:
-            return EMPTY_OK
-        # 400, not 503, as Triton answers; the body says why.
-        return 400, error_body(f"server is not ready: {reason}"), JSON
+        return _health("ready", None if reason is None else f"server is not ready: {reason}")
 
     def _models(self, method: str, parts: list[str], path: str) -> Reply:
         if method != "GET":
@@ -108,8 +104,7 @@ class V2Routes:
         if action == "":
             return 200, dumps(self.data.model_metadata(model, version)), JSON
         if action == "ready":
-            reason = self.data.model_not_ready_reason(model, version)
-            return EMPTY_OK if reason is None else (400, error_body(reason), JSON)
+            return _health("ready", self.data.model_not_ready_reason(model, version))
         if action == "config":
             return 200, dumps(self.data.model_config(model, version)), JSON
         if action == "stats":
@@ -155,6 +150,7 @@ class V2Routes:
             outputs=request.outputs,
             options=request.options,
             request_id=request.id,
+            classifications=request.classifications,
         )
         return PendingInfer(future, model, request, started, self)
 
@@ -196,6 +192,15 @@ class PendingInfer:
         if not buffers:
             return header, buffers, JSON
         return header, buffers, [BINARY_TYPE, (HEADER_LENGTH, b"%d" % len(header))]
+
+
+def _health(field: str, not_reason: str | None) -> Reply:
+    """A health answer: 200 ``{field: true}``, or 400 (not 503, as Triton answers) with
+    ``{field: false, "error": why}``. Triton sends no body; KServe's clients read
+    ``{"live": ...}`` / ``{"ready": ...}``, and Triton's read only the status."""
+    if not_reason is None:
+        return 200, dumps({field: True}), JSON
+    return 400, dumps({field: False, "error": not_reason}), JSON
 
 
 def _model_and_version(parts: list[str], path: str) -> tuple[str, str | None]:
