@@ -17,10 +17,10 @@ import numpy as np
 import psutil
 import pytest
 import tritonclient.grpc as grpcclient
-from rel_util import build_repository, metric, raw_exchange, run_log, wait_until
 from tritonclient.utils import InferenceServerException
 
 from conveyor.testing import RunningServer, run_server
+from tests.reliability.rel_util import build_repository, metric, raw_exchange, run_log, wait_until
 
 TIMEOUT = 1.0  # the server's header and body timeouts here
 ADMIT = 8  # a few seconds of slack on a busy 2-core CI machine

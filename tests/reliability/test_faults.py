@@ -19,12 +19,12 @@ import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
-from rel_util import SLEEP_CONFIG, SLEEP_MODEL, python_model, wait_until
 from tritonclient.utils import InferenceServerException
 
 from conveyor.examples import onnx_models
 from conveyor.testing import RunningServer, run_server
-from tests.server.http_util import get_json, post_json
+from tests.reliability.rel_util import SLEEP_CONFIG, SLEEP_MODEL, python_model, wait_until
+from tests.server.http.http_util import get_json, post_json
 
 TIMEOUT_S = 0.5  # the hang models' execution_timeout_s
 HANG_S = 6.0  # how long a hung execution sleeps: far past the timeout, and bounded

@@ -11,11 +11,11 @@ from collections.abc import Iterator
 import grpc
 import numpy as np
 import pytest
-from rel_util import python_model, raw_exchange
 
 from conveyor.examples import onnx_models
 from conveyor.protocol.grpc._generated import grpc_service_pb2 as pb
 from conveyor.testing import RunningServer, run_server
+from tests.reliability.rel_util import python_model, raw_exchange
 
 LIMIT = 1024 * 1024  # --max-body-bytes and --grpc-max-message-bytes here
 

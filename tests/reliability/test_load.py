@@ -20,11 +20,11 @@ import numpy as np
 import psutil
 import pytest
 import tritonclient.grpc as grpcclient
-from rel_util import SLEEP_CONFIG, SLEEP_MODEL, metric, python_model, wait_until
 from tritonclient.utils import InferenceServerException
 
 from benchmarks.soak import soak
 from conveyor.testing import RunningServer, run_server
+from tests.reliability.rel_util import SLEEP_CONFIG, SLEEP_MODEL, metric, python_model, wait_until
 
 SERVICE_S = 0.02  # one request's compute: 20 ms, one instance -> 50 requests/s
 QUEUE = 4

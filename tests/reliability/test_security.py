@@ -19,11 +19,17 @@ import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
-from rel_util import RUNS_MODEL, build_repository, python_model, raw_exchange, self_signed
 from tritonclient.utils import InferenceServerException
 
 from conveyor.server.settings import AUTH_TOKEN_ENV, Settings
 from conveyor.testing import RunningServer, run_server
+from tests.reliability.rel_util import (
+    RUNS_MODEL,
+    build_repository,
+    python_model,
+    raw_exchange,
+    self_signed,
+)
 
 TOKEN = "s3cret-Token_for.tests"
 GOOD = {"Authorization": f"Bearer {TOKEN}"}

@@ -25,8 +25,8 @@ from tritonclient.utils import InferenceServerException
 
 from conveyor.examples import onnx_models
 from conveyor.testing import RunningServer, run_server
-from tests.server.http_util import get_json, post_json
-from tests.server.models import ECHO_CONFIG, python_model
+from tests.server.http.http_util import get_json, post_json
+from tests.server.http.models import ECHO_CONFIG, python_model
 
 WHY = "no GPU on this test machine"
 BROKEN_MODEL = f"""

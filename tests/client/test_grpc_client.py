@@ -11,7 +11,6 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 import pytest
-from grpc_helpers import RunLog, wait_pending
 
 from conveyor.client import Client
 from conveyor.client.grpc import GRPCClient, InferRequest
@@ -26,6 +25,7 @@ from conveyor.futures import InferFuture, as_completed
 from conveyor.protocol.datatypes import DATATYPES, numpy_dtype
 from conveyor.protocol.grpc.converters import TYPED_FIELD
 from conveyor.testing import RunningServer
+from tests.server.grpc.grpc_helpers import RunLog, wait_pending
 
 
 @pytest.fixture(scope="module")

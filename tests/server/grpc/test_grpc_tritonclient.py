@@ -22,11 +22,11 @@ import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.grpc.aio as aioclient
 import tritonclient.http as httpclient
-from grpc_helpers import MAX_MESSAGE_BYTES, RunLog, wait_pending
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
 from conveyor.testing import RunningServer
+from tests.server.grpc.grpc_helpers import MAX_MESSAGE_BYTES, RunLog, wait_pending
 
 # numpy dtype each datatype is sent with through tritonclient (BF16: ml_dtypes.bfloat16, which
 # tritonclient requires since 2.67; older ones took float32 and truncated it).

@@ -14,7 +14,7 @@ import tritonclient.http.aio as aioclient
 from conveyor.client import Client, as_completed
 from conveyor.protocol.datatypes import DATATYPES, numpy_dtype
 from conveyor.testing import RunningServer
-from tests.server.http_util import request
+from tests.server.http.http_util import request
 
 # tritonclient sends BF16 only in binary, from ml_dtypes.bfloat16 arrays.
 JSON_DATATYPES = [d for d in DATATYPES if d != "BF16"]

@@ -19,8 +19,14 @@ from conveyor.client import Client
 from conveyor.errors import ModelNotReady, Unavailable
 from conveyor.examples import onnx_models
 from conveyor.testing import run_server, wait_ready
-from tests.server.http_util import get_json, post_json, request
-from tests.server.models import ECHO_CONFIG, ECHO_MODEL, SLEEP_CONFIG, SLEEP_MODEL, python_model
+from tests.server.http.http_util import get_json, post_json, request
+from tests.server.http.models import (
+    ECHO_CONFIG,
+    ECHO_MODEL,
+    SLEEP_CONFIG,
+    SLEEP_MODEL,
+    python_model,
+)
 
 SLOW_LOAD_MODEL = """
 import time

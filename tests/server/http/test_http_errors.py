@@ -15,7 +15,7 @@ from tritonclient.utils import InferenceServerException
 from conveyor.client import Client
 from conveyor.errors import InvalidInput, ModelNotFound
 from conveyor.testing import RunningServer, run_server
-from tests.server.http_util import request
+from tests.server.http.http_util import request
 
 FP32_16 = {"name": "INPUT0", "datatype": "FP32", "shape": [1, 16], "data": [0.0] * 16}
 

@@ -15,34 +15,18 @@ unload RPCs can be tested):
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 
 import pytest
-from grpc_helpers import MAX_MESSAGE_BYTES
 
 from conveyor.examples import onnx_models
 from conveyor.protocol.datatypes import DATATYPES
 from conveyor.testing import RunningServer, run_server
 from tests.conftest import RUN_LOGGING_CONFIG as SLOW_CONFIG
 from tests.conftest import RUN_LOGGING_MODEL as SLOW_MODEL
-
-
-def _shared_builders() -> ModuleType:
-    # tests/conftest.py holds the repository builders every test directory uses; both files
-    # are named conftest, so load that one under its own name.
-    path = Path(__file__).resolve().parents[1] / "conftest.py"
-    spec = importlib.util.spec_from_file_location("_conveyor_tests_conftest", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-RepoBuilder = _shared_builders().RepoBuilder
-
+from tests.conftest import RepoBuilder
+from tests.server.grpc.grpc_helpers import MAX_MESSAGE_BYTES
 
 ECHO_MODEL = """
 class Model:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from conveyor.testing import RunningServer, run_server
-from tests.server.models import build_repository
+from tests.server.http.models import build_repository
 
 
 @pytest.fixture(scope="session")
