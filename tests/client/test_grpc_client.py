@@ -25,7 +25,8 @@ from conveyor.futures import InferFuture, as_completed
 from conveyor.protocol.datatypes import DATATYPES, numpy_dtype
 from conveyor.protocol.grpc.converters import TYPED_FIELD
 from conveyor.testing import RunningServer
-from tests.server.grpc.grpc_helpers import RunLog, wait_pending
+from tests.metrics import wait_pending
+from tests.models import RunLog
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ import pytest
 
 import conveyor
 from conveyor import Engine
-from tests.conftest import INSTANCE_KINDS, both_kinds
+from tests.models import INSTANCE_KINDS, both_kinds
 
 
 def seconds(value: float) -> dict[str, np.ndarray]:

@@ -9,7 +9,7 @@ import pytest
 
 import conveyor
 from conveyor import Engine
-from tests.conftest import both_kinds
+from tests.models import both_kinds
 
 pytestmark = both_kinds  # every test here runs on thread and on process instances
 

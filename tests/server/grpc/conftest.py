@@ -21,68 +21,30 @@ from pathlib import Path
 import pytest
 
 from conveyor.examples import onnx_models
-from conveyor.protocol.datatypes import DATATYPES
 from conveyor.testing import RunningServer, run_server
-from tests.conftest import RUN_LOGGING_CONFIG as SLOW_CONFIG
-from tests.conftest import RUN_LOGGING_MODEL as SLOW_MODEL
-from tests.conftest import RepoBuilder
+from tests.models import RepoBuilder
 from tests.server.grpc.grpc_helpers import MAX_MESSAGE_BYTES
-
-ECHO_MODEL = """
-class Model:
-    def infer(self, inputs):
-        return {"OUT_" + name[3:]: array for name, array in inputs.items()}
-"""
-
-ECHO_CONFIG = 'backend = "python"\ninstances = 1\n' + "".join(
-    f'[[inputs]]\nname = "IN_{t}"\ndatatype = "{t}"\nshape = [-1, -1]\noptional = true\n'
-    f'[[outputs]]\nname = "OUT_{t}"\ndatatype = "{t}"\nshape = [-1, -1]\n'
-    for t in DATATYPES
-)
-
-
-BROKEN_MODEL = """
-class Model:
-    def infer(self, inputs):
-        raise RuntimeError("this model always fails")
-"""
-
-BROKEN_CONFIG = """
-backend = "python"
-[[inputs]]
-name = "INPUT0"
-datatype = "FP32"
-shape = [-1]
-[[outputs]]
-name = "OUTPUT0"
-datatype = "FP32"
-shape = [-1]
-"""
-
-BATCHED_CONFIG = """
-backend = "onnxruntime"
-max_batch_size = 8
-[dynamic_batching]
-max_queue_delay_us = 100
-preferred_batch_sizes = [4, 8]
-"""
 
 MODELS = ("tiny", "spare", "batched", "identity", "echo", "sleep", "slow", "narrow", "broken")
 
 
+def build_repository(root: Path) -> Path:
+    builder = RepoBuilder(root)
+    builder.tiny("tiny")
+    builder.tiny("spare")
+    builder.batched("batched")
+    builder.onnx("identity", onnx_models.identity)
+    builder.every_datatype_echo("echo")
+    builder.sleep_model("sleep", instances=16, queue=512)
+    builder.run_logging_model("slow", queue=8)
+    builder.run_logging_model("narrow", queue=1)
+    builder.failing_model("broken")
+    return root
+
+
 @pytest.fixture(scope="package")
 def repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    builder = RepoBuilder(tmp_path_factory.mktemp("grpc") / "models")
-    builder.onnx("tiny", onnx_models.tiny)
-    builder.onnx("spare", onnx_models.tiny)
-    builder.onnx("batched", onnx_models.tiny, BATCHED_CONFIG)
-    builder.onnx("identity", onnx_models.identity)
-    builder.python("echo", ECHO_MODEL, ECHO_CONFIG)
-    builder.sleep_model("sleep", instances=16, queue=512)
-    builder.python("slow", SLOW_MODEL, SLOW_CONFIG.format(queue=8))
-    builder.python("narrow", SLOW_MODEL, SLOW_CONFIG.format(queue=1))
-    builder.python("broken", BROKEN_MODEL, BROKEN_CONFIG)
-    return builder.path
+    return build_repository(tmp_path_factory.mktemp("grpc") / "models")
 
 
 @pytest.fixture(scope="package")

@@ -26,7 +26,9 @@ from tritonclient.grpc import service_pb2, service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
 from conveyor.testing import RunningServer
-from tests.server.grpc.grpc_helpers import MAX_MESSAGE_BYTES, RunLog, wait_pending
+from tests.metrics import wait_pending
+from tests.models import RunLog
+from tests.server.grpc.grpc_helpers import MAX_MESSAGE_BYTES
 
 # numpy dtype each datatype is sent with through tritonclient (BF16: ml_dtypes.bfloat16, which
 # tritonclient requires since 2.67; older ones took float32 and truncated it).

@@ -18,6 +18,8 @@ from tritonclient.utils import InferenceServerException
 from conveyor.client import Client, as_completed
 from conveyor.errors import DeadlineExceeded
 from conveyor.testing import RunningServer
+from tests.metrics import pending
+from tests.polling import wait_until
 
 
 def seconds(value: float) -> dict[str, np.ndarray]:
@@ -37,18 +39,6 @@ def scrape(server: RunningServer) -> dict[tuple[str, tuple], float]:
         for family in text_string_to_metric_families(text)
         for sample in family.samples
     }
-
-
-def wait_until(condition, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.01)
-
-
-def pending(server: RunningServer, model: str) -> float:
-    key = ("nv_inference_pending_request_count", (("model", model), ("version", "1")))
-    return scrape(server).get(key, 0.0)
 
 
 @pytest.fixture(scope="module")
