@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-import time
 from pathlib import Path
 from typing import Any
 
@@ -124,10 +123,9 @@ def test_timeout_while_queued_is_deadline_exceeded_and_never_runs(
     log.clear()
     first = client.submit("slow", slow(0.8, "A"))
     log.wait_for("A")
-    started = time.monotonic()
     with pytest.raises(DeadlineExceeded):
         client.submit("slow", slow(0, "B"), timeout=0.2).result(10)
-    assert time.monotonic() - started < 0.7
+    assert not first.done()  # answered at the deadline, while A still ran
     first.result(10)
     client.submit("slow", slow(0, "C")).result(10)
     assert log.tags() == ["A", "C"]
