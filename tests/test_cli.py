@@ -7,7 +7,7 @@ import sys
 
 from conveyor.examples import onnx_models
 from conveyor.testing import run_server
-from tests.server.http_util import get_json
+from tests.server.http.http_util import get_json
 
 
 def conveyor(*args: str) -> subprocess.CompletedProcess[str]:

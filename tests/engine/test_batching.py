@@ -10,7 +10,7 @@ from onnx import TensorProto, helper
 
 from conveyor import Engine
 from conveyor.examples import onnx_models
-from tests.conftest import RepoBuilder
+from tests.models import RepoBuilder
 
 
 def scale_model(path):

@@ -13,7 +13,8 @@ import pytest
 
 import conveyor
 from conveyor import Engine
-from tests.conftest import SLEEP_CONFIG, SLEEP_MODEL, RepoBuilder
+from tests.models import SLEEP_CONFIG, SLEEP_MODEL, RepoBuilder
+from tests.polling import wait_until
 
 TIMEOUT_S = 0.3
 HANG_S = 2.5
@@ -65,9 +66,7 @@ def test_all_instances_stuck_makes_the_model_unready_until_one_returns(engine: E
     with pytest.raises(conveyor.ModelNotReady, match="all 2 of its instances are stuck"):
         engine.submit("sleep", seconds(0.0))
 
-    deadline = time.monotonic() + HANG_S + 5
-    while not engine.model("sleep").ready and time.monotonic() < deadline:
-        time.sleep(0.02)
+    wait_until(lambda: engine.model("sleep").ready, HANG_S + 5, "sleep ready again")
     assert engine.model("sleep").ready
     assert engine.submit("sleep", seconds(0.0)).result(timeout=5)["OUTPUT0"].tolist() == [0.0]
     assert [e.state for e in engine.repository_index() if e.name == "sleep"] == ["READY"]

@@ -7,7 +7,7 @@ import pytest
 
 import conveyor
 from conveyor import Engine
-from tests.conftest import both_kinds
+from tests.models import both_kinds
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +104,7 @@ def test_lists_are_converted_to_the_declared_dtype(examples):
 
 @both_kinds
 def test_requested_outputs_subset(repo):
-    from tests.conftest import SLEEP_CONFIG, SLEEP_MODEL
+    from tests.models import SLEEP_CONFIG, SLEEP_MODEL
 
     repo.python("sleep", SLEEP_MODEL, SLEEP_CONFIG.format(instances=1, queue=8))
     with Engine.from_repository(repo.path) as engine:

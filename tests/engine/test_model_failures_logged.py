@@ -12,7 +12,7 @@ import conveyor
 from conveyor import Engine
 from conveyor.engine.failures import FailureLog
 from conveyor.engine.processes.messages import flatten_error
-from tests.conftest import both_kinds
+from tests.models import both_kinds
 
 RAISING_MODEL = """
 def explode(x):

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import ml_dtypes
@@ -28,7 +28,8 @@ from conveyor import Engine
 from conveyor.examples import onnx_models
 from conveyor.protocol.datatypes import numpy_dtype
 from conveyor.repository.config import parse_config
-from tests.conftest import RepoBuilder
+from tests.models import RepoBuilder
+from tests.polling import wait_until
 
 # -- helpers -------------------------------------------------------------------------------
 
@@ -61,15 +62,6 @@ def zygote_and_workers() -> tuple[int, set[int]]:
         if alive(child.pid) and "conveyor.engine.processes.zygote" in " ".join(child.cmdline())
     ]
     return zygote.pid, {p.pid for p in zygote.children() if alive(p.pid)}
-
-
-def wait_until(condition: Callable[[], bool], timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
 
 
 def shm_names() -> set[str]:
@@ -112,7 +104,9 @@ def leaves_nothing_behind() -> Iterator[None]:
     """No process, /dev/shm entry, buffer mapping or memfd is left over from the block."""
     processes, shm, maps, fds = descendants(), shm_names(), set(buffer_maps()), memfds()
     yield
-    assert wait_until(lambda: descendants() == processes), descendants() - processes
+    wait_until(
+        lambda: descendants() == processes, 5, lambda: f"leftovers {descendants() - processes} gone"
+    )
     assert new_shm_segments(shm) == set()
     assert set(buffer_maps()) - maps == set()
     assert memfds() - fds == set()
@@ -400,7 +394,7 @@ def test_a_worker_that_dies_while_idle_fails_nothing(repo: RepoBuilder):
     with Engine.from_repository(repo.path) as engine:
         pid = int(engine.submit("crashy", mode(0)).result(10)["OUTPUT0"][0])
         os.kill(pid, signal.SIGKILL)
-        assert wait_until(lambda: not alive(pid))
+        wait_until(lambda: not alive(pid), 5, f"process {pid} gone")
         for _ in range(3):
             assert engine.submit("crashy", mode(0)).result(10)["OUTPUT0"][0] != pid
         assert engine.statistics("crashy")[0].fail.count == 0
@@ -418,7 +412,7 @@ def test_a_worker_past_the_execution_timeout_is_killed_and_replaced(repo: RepoBu
         ):
             engine.submit("crashy", mode(4)).result(10)
         assert 0.45 <= time.monotonic() - started < 3
-        assert wait_until(lambda: not alive(pid))
+        wait_until(lambda: not alive(pid), 5, f"process {pid} gone")
         assert engine.submit("crashy", mode(5)).result(10)["OUTPUT0"][0] != pid  # 0.3 s is fine
 
 
@@ -427,7 +421,7 @@ def test_a_dead_zygote_is_replaced_and_the_model_keeps_serving(repo: RepoBuilder
     with leaves_nothing_behind(), Engine.from_repository(repo.path) as engine:
         zygote, workers = zygote_and_workers()
         os.kill(zygote, signal.SIGKILL)
-        assert wait_until(lambda: not any(alive(p) for p in workers | {zygote}))
+        wait_until(lambda: not any(alive(p) for p in workers | {zygote}), 5, "every process gone")
         for _ in range(4):
             assert engine.submit("crashy", mode(0)).result(10)["OUTPUT0"][0] not in workers
         new_zygote, new_workers = zygote_and_workers()
@@ -442,7 +436,7 @@ def test_a_killed_worker_leaves_no_buffer_mapped(echo):
     assert maps >= 2  # this slot's input buffer and its worker's output buffer
     _, (worker,) = zygote_and_workers()
     os.kill(worker, signal.SIGKILL)
-    assert wait_until(lambda: not alive(worker))
+    wait_until(lambda: not alive(worker), 5, f"worker {worker} gone")
     echo.submit("echo", x, outputs=["O_FP32"]).result(10)  # served by a replacement
     assert len(buffer_maps()) == maps  # the dead worker's output buffer was unmapped
 
@@ -532,7 +526,11 @@ def test_no_process_outlives_a_killed_engine_process(repo: RepoBuilder, sig):
         holder.kill()
         holder.wait(10)
         holder.stdout.close()  # type: ignore[union-attr]
-    assert wait_until(lambda: not any(alive(p) for p in pids)), [p for p in pids if alive(p)]
+    wait_until(
+        lambda: not any(alive(p) for p in pids),
+        5,
+        lambda: f"alive {[p for p in pids if alive(p)]} gone",
+    )
     assert new_shm_segments(shm) == set()
 
 
@@ -572,7 +570,7 @@ def test_a_real_server_serves_process_instances_and_leaves_nothing(repo: RepoBui
         thread = threading.Thread(target=run, daemon=True)
         thread.start()
         marker = repo.path / "crashy" / "1" / "running"
-        assert wait_until(marker.exists, 10)
+        wait_until(marker.exists, 10, f"{marker} written")
         server.process.send_signal(sig)
         server.process.wait(30)
         thread.join(10)
@@ -581,7 +579,11 @@ def test_a_real_server_serves_process_instances_and_leaves_nothing(repo: RepoBui
             assert in_flight.get("pid") in tree, in_flight
         else:
             assert "error" in in_flight
-    assert wait_until(lambda: not any(alive(p) for p in tree)), [p for p in tree if alive(p)]
+    wait_until(
+        lambda: not any(alive(p) for p in tree),
+        5,
+        lambda: f"alive {[p for p in tree if alive(p)]} gone",
+    )
     assert new_shm_segments(shm) == set()
 
 

@@ -7,7 +7,7 @@ import sys
 import numpy as np
 
 from conveyor import Engine
-from tests.conftest import both_kinds
+from tests.models import both_kinds
 
 MODEL = """
 from helpers import VALUE

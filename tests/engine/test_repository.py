@@ -11,7 +11,7 @@ from conveyor.backends import registry
 from conveyor.examples import onnx_models
 from conveyor.protocol.json_codec import dumps
 from conveyor.repository.config import parse_config
-from tests.conftest import both_kinds
+from tests.models import both_kinds
 
 
 def test_config_is_read_from_the_onnx_file_when_absent(repo):

@@ -1,70 +1,28 @@
-"""Models, certificates and raw-socket helpers for the reliability tests.
+"""The reliability tests' repository, certificates and raw-socket helpers.
 
-- ``tiny``: ONNX Add (+1) over FP32 [-1, 16].
-- ``runs``: Python, 1 instance, a small queue; appends its TAG to ``runs.log`` and then
-  sleeps INPUT0 seconds, so a test can prove which requests ran.
-- ``sleep``: Python, sleeps INPUT0 seconds (``SLEEP_CONFIG`` sets instances and queue).
+``build_repository`` writes ``tiny`` (ONNX Add +1 over FP32 [-1, 16]) and ``runs`` (a
+run-logging model, 1 instance, a small queue: see tests/models.py).
 """
 
 from __future__ import annotations
 
 import datetime
 import ipaddress
-import re
 import socket
-import textwrap
-import time
-import urllib.request
 from pathlib import Path
 
-from conveyor.examples import onnx_models
-from conveyor.testing import RunningServer
-from tests.conftest import RUN_LOGGING_CONFIG as RUNS_CONFIG
-from tests.conftest import RUN_LOGGING_MODEL as RUNS_MODEL
-
-SLEEP_MODEL = """
-import time
-
-class Model:
-    def infer(self, inputs):
-        time.sleep(float(inputs["INPUT0"].ravel()[0]))
-        return {"OUTPUT0": inputs["INPUT0"].copy()}
-"""
-
-SLEEP_CONFIG = """
-backend = "python"
-instances = {instances}
-max_queue_size = {queue}
-
-[[inputs]]
-name = "INPUT0"
-datatype = "FP32"
-shape = [1]
-
-[[outputs]]
-name = "OUTPUT0"
-datatype = "FP32"
-shape = [1]
-"""
-
-
-def python_model(root: Path, name: str, source: str, config: str) -> Path:
-    folder = root / name / "1"
-    folder.mkdir(parents=True)
-    (folder / "model.py").write_text(textwrap.dedent(source))
-    (root / name / "config.toml").write_text(textwrap.dedent(config))
-    return root / name
+from tests.models import RepoBuilder, RunLog
 
 
 def build_repository(root: Path, *, runs_queue: int = 4) -> Path:
-    onnx_models.tiny(root / "tiny" / "1" / "model.onnx")
-    python_model(root, "runs", RUNS_MODEL, RUNS_CONFIG.format(queue=runs_queue))
+    builder = RepoBuilder(root)
+    builder.tiny("tiny")
+    builder.run_logging_model("runs", queue=runs_queue)
     return root
 
 
 def run_log(root: Path, model: str = "runs") -> list[str]:
-    path = root / model / "1" / "runs.log"
-    return path.read_bytes().decode().split() if path.exists() else []
+    return RunLog(root, model).tags()
 
 
 def self_signed(folder: Path) -> tuple[Path, Path]:
@@ -125,19 +83,3 @@ def read_until_closed(sock: socket.socket) -> bytes:
             break
         chunks.append(chunk)
     return b"".join(chunks)
-
-
-def metric(server: RunningServer, name: str, model: str, headers: dict | None = None) -> float:
-    request = urllib.request.Request(server.metrics_url, headers=headers or {})
-    with urllib.request.urlopen(request, timeout=5) as response:
-        text = response.read().decode()
-    found = re.search(rf'^{name}\{{[^}}]*model="{model}"[^}}]*\}} (\S+)$', text, re.MULTILINE)
-    return float(found.group(1)) if found else 0.0
-
-
-def wait_until(condition, timeout: float = 20.0, what: str = "condition") -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what} not met within {timeout} s")
-        time.sleep(0.02)

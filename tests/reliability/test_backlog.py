@@ -19,9 +19,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from rel_util import build_repository
 
 from conveyor.testing import RunningServer, run_server
+from tests.reliability.rel_util import build_repository
 
 BURST = 1000
 SMALL_BACKLOG = 64

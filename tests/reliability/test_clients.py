@@ -17,10 +17,13 @@ import numpy as np
 import psutil
 import pytest
 import tritonclient.grpc as grpcclient
-from rel_util import build_repository, metric, raw_exchange, run_log, wait_until
 from tritonclient.utils import InferenceServerException
 
 from conveyor.testing import RunningServer, run_server
+from tests.metrics import metric
+from tests.models import RunLog
+from tests.polling import wait_until
+from tests.reliability.rel_util import build_repository, raw_exchange, run_log
 
 TIMEOUT = 1.0  # the server's header and body timeouts here
 ADMIT = 8  # a few seconds of slack on a busy 2-core CI machine
@@ -147,7 +150,7 @@ def test_many_idle_and_half_open_connections_do_not_exhaust_it(
 
 def queued_then_gone(server: RunningServer, repository: Path, leave) -> None:  # type: ignore[no-untyped-def]
     """A blocker runs; ``leave(tag)`` queues a request and abandons it; it must never run."""
-    (repository / "runs" / "1" / "runs.log").unlink(missing_ok=True)
+    RunLog(repository, "runs").clear()
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         blocker = pool.submit(raw_exchange, server.http_port, post("blocker", 1.5)
                               .replace(b"Host: x", b"Connection: close"))  # fmt: skip

@@ -19,12 +19,13 @@ import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
-from rel_util import SLEEP_CONFIG, SLEEP_MODEL, python_model, wait_until
 from tritonclient.utils import InferenceServerException
 
 from conveyor.examples import onnx_models
 from conveyor.testing import RunningServer, run_server
-from tests.server.http_util import get_json, post_json
+from tests.models import SLEEP_CONFIG, SLEEP_MODEL, RepoBuilder
+from tests.polling import wait_until
+from tests.server.http.http_util import get_json, post_json
 
 TIMEOUT_S = 0.5  # the hang models' execution_timeout_s
 HANG_S = 6.0  # how long a hung execution sleeps: far past the timeout, and bounded
@@ -87,17 +88,17 @@ FAULTS = {
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     root = tmp_path_factory.mktemp("faults")
     onnx_models.tiny(root / "tiny" / "1" / "model.onnx")
-    python_model(root, "faulty", FAULTY_MODEL, FAULTY_CONFIG)
+    repo = RepoBuilder(root)
+    repo.python("faulty", FAULTY_MODEL, FAULTY_CONFIG)
     hang = SLEEP_CONFIG.format(instances=2, queue=8)
-    python_model(root, "hang", SLEEP_MODEL, f"execution_timeout_s = {TIMEOUT_S}\n{hang}")
+    repo.python("hang", SLEEP_MODEL, f"execution_timeout_s = {TIMEOUT_S}\n{hang}")
     hang_proc = SLEEP_CONFIG.format(instances=1, queue=8)
-    python_model(
-        root,
+    repo.python(
         "hang_proc",
         SLEEP_MODEL,
         f'instance_kind = "process"\nexecution_timeout_s = {TIMEOUT_S}\n{hang_proc}',
     )
-    python_model(root, "broken", BROKEN_MODEL, FAULTY_CONFIG)
+    repo.python("broken", BROKEN_MODEL, FAULTY_CONFIG)
     # Relaxed readiness: a model that fails to load must leave the server ready here (strict
     # readiness, the default, is tested in tests/server/test_readiness.py).
     with run_server(root, extra_args=["--no-strict-readiness"]) as running:

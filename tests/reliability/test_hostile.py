@@ -11,11 +11,12 @@ from collections.abc import Iterator
 import grpc
 import numpy as np
 import pytest
-from rel_util import python_model, raw_exchange
 
 from conveyor.examples import onnx_models
 from conveyor.protocol.grpc._generated import grpc_service_pb2 as pb
 from conveyor.testing import RunningServer, run_server
+from tests.models import RepoBuilder
+from tests.reliability.rel_util import raw_exchange
 
 LIMIT = 1024 * 1024  # --max-body-bytes and --grpc-max-message-bytes here
 
@@ -47,7 +48,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     onnx_models.tiny(root / "tiny" / "1" / "model.onnx")
     onnx_models.tiny(root / "batched" / "1" / "model.onnx")
     (root / "batched" / "config.toml").write_text(BATCHED_CONFIG)
-    python_model(root, "words", ECHO_BYTES, ECHO_BYTES_CONFIG)
+    RepoBuilder(root).python("words", ECHO_BYTES, ECHO_BYTES_CONFIG)
     args = [
         "--max-body-bytes",
         str(LIMIT),

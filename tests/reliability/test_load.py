@@ -20,11 +20,13 @@ import numpy as np
 import psutil
 import pytest
 import tritonclient.grpc as grpcclient
-from rel_util import SLEEP_CONFIG, SLEEP_MODEL, metric, python_model, wait_until
 from tritonclient.utils import InferenceServerException
 
 from benchmarks.soak import soak
 from conveyor.testing import RunningServer, run_server
+from tests.metrics import metric
+from tests.models import RepoBuilder
+from tests.polling import wait_until
 
 SERVICE_S = 0.02  # one request's compute: 20 ms, one instance -> 50 requests/s
 QUEUE = 4
@@ -85,7 +87,7 @@ async def closed_loop(url: str, clients: int, duration: float) -> int:
 
 
 def test_ten_times_overload_is_refused_fast_and_recovers(tmp_path: Path) -> None:
-    python_model(tmp_path, "sleep", SLEEP_MODEL, SLEEP_CONFIG.format(instances=1, queue=QUEUE))
+    RepoBuilder(tmp_path).sleep_model("sleep", instances=1, queue=QUEUE)
     with run_server(tmp_path) as server:
         process = psutil.Process(server.process.pid)
         baseline = asyncio.run(closed_loop(server.http_url, 2, 1.0))
@@ -157,7 +159,7 @@ def assert_each_answered(results: dict[int, object], count: int) -> None:
 
 
 def test_sigterm_under_grpc_load_answers_every_admitted_request(tmp_path: Path) -> None:
-    python_model(tmp_path, "sleep", SLEEP_MODEL, SLEEP_CONFIG.format(instances=2, queue=64))
+    RepoBuilder(tmp_path).sleep_model("sleep", instances=2, queue=64)
     with run_server(tmp_path) as server:
         address = server.grpc_url.removeprefix("grpc://")
         with grpcclient.InferenceServerClient(address) as client:
@@ -170,7 +172,7 @@ def test_sigterm_under_grpc_load_answers_every_admitted_request(tmp_path: Path) 
 
 
 def test_sigterm_ends_an_open_grpc_stream_once_it_is_answered(tmp_path: Path) -> None:
-    python_model(tmp_path, "sleep", SLEEP_MODEL, SLEEP_CONFIG.format(instances=1, queue=8))
+    RepoBuilder(tmp_path).sleep_model("sleep", instances=1, queue=8)
     results: list[object] = []
     with run_server(tmp_path, extra_args=["--drain-timeout", "30"]) as server:
         client = grpcclient.InferenceServerClient(server.grpc_url.removeprefix("grpc://"))
@@ -195,7 +197,7 @@ def test_sigterm_ends_an_open_grpc_stream_once_it_is_answered(tmp_path: Path) ->
 
 
 def test_unloading_under_load_finishes_every_admitted_request(tmp_path: Path) -> None:
-    python_model(tmp_path, "sleep", SLEEP_MODEL, SLEEP_CONFIG.format(instances=2, queue=64))
+    RepoBuilder(tmp_path).sleep_model("sleep", instances=2, queue=64)
     args = ["--model-control", "explicit", "--load-model", "sleep"]
     with run_server(tmp_path, extra_args=args) as server:
         address = server.grpc_url.removeprefix("grpc://")

@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
-from rel_util import build_repository
 from schemathesis import Case, checks
 from schemathesis.schemas import APIOperation
 
 from conveyor.testing import RunningServer, run_server
+from tests.reliability.rel_util import build_repository
 
 SHIPPED = Path(__file__).resolve().parents[2] / "conveyor/server/http/openapi.json"
 

@@ -14,9 +14,9 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from rel_util import build_repository, raw_exchange, read_until_closed
 
 from conveyor.testing import RunningServer, run_server
+from tests.reliability.rel_util import build_repository, raw_exchange, read_until_closed
 
 TIMEOUT = 1.0  # the server's header and body timeouts here
 KEEP_ALIVE = 4.0  # long enough to tell "closed after the answer" from "closed when idle"

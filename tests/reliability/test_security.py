@@ -19,11 +19,12 @@ import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
-from rel_util import RUNS_MODEL, build_repository, python_model, raw_exchange, self_signed
 from tritonclient.utils import InferenceServerException
 
 from conveyor.server.settings import AUTH_TOKEN_ENV, Settings
 from conveyor.testing import RunningServer, run_server
+from tests.models import RUN_LOGGING_MODEL, RepoBuilder
+from tests.reliability.rel_util import build_repository, raw_exchange, self_signed
 
 TOKEN = "s3cret-Token_for.tests"
 GOOD = {"Authorization": f"Bearer {TOKEN}"}
@@ -266,7 +267,9 @@ def traversal_server(
     root = tmp_path_factory.mktemp("traversal")
     repository = build_repository(root / "models")
     # A model just outside the repository that leaves a mark if it is ever loaded.
-    python_model(root, "evil", RUNS_MODEL.replace("class Model:", EVIL_LOAD), "backend='python'")
+    RepoBuilder(root).python(
+        "evil", RUN_LOGGING_MODEL.replace("class Model:", EVIL_LOAD), "backend='python'"
+    )
     args = ["--model-control", "explicit", "--load-model", "tiny"]
     with run_server(repository, extra_args=args) as server:
         yield server, root

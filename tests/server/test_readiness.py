@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,8 +24,9 @@ from tritonclient.utils import InferenceServerException
 
 from conveyor.examples import onnx_models
 from conveyor.testing import RunningServer, run_server
-from tests.server.http_util import get_json, post_json
-from tests.server.models import ECHO_CONFIG, python_model
+from tests.models import ECHO_CONFIG, RepoBuilder
+from tests.polling import wait_until
+from tests.server.http.http_util import get_json, post_json
 
 WHY = "no GPU on this test machine"
 BROKEN_MODEL = f"""
@@ -42,23 +42,24 @@ class Model:
 def repository(root: Path, *, broken: bool = True) -> Path:
     onnx_models.tiny(root / "good" / "1" / "model.onnx")
     if broken:
-        python_model(root, "broken", BROKEN_MODEL, ECHO_CONFIG.format(datatype="FP32"))
+        RepoBuilder(root).python("broken", BROKEN_MODEL, ECHO_CONFIG.format(datatype="FP32"))
     return root
 
 
 def wait_loaded(server: RunningServer, timeout: float = 60.0) -> None:
     """Until the server has tried every model (none LOADING); readiness may stay false."""
-    deadline = time.monotonic() + timeout
-    while True:
+    entries: list = []
+
+    def tried_every_model() -> bool:
+        nonlocal entries
         assert server.process.poll() is None, server.output()
         try:
             status, entries = post_json(server.http_url, "/v2/repository/index", {})
         except OSError:
             status, entries = 0, []
-        if status == 200 and entries and all(e["state"] != "LOADING" for e in entries):
-            return
-        assert time.monotonic() < deadline, f"models not loaded in time: {entries}"
-        time.sleep(0.05)
+        return status == 200 and bool(entries) and all(e["state"] != "LOADING" for e in entries)
+
+    wait_until(tried_every_model, timeout, lambda: f"models loaded (index: {entries})", 0.05)
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from conveyor.testing import RunningServer
-from tests.server.http_util import request
+from tests.server.http.http_util import request
 
 FP32_16 = {"name": "INPUT0", "datatype": "FP32", "shape": [1, 16], "data": [0.0] * 16}
 

@@ -9,7 +9,7 @@ from tritonclient.utils import InferenceServerException
 
 from conveyor.protocol.datatypes import DATATYPES
 from conveyor.testing import RunningServer
-from tests.server.http_util import get_json, post_json, request
+from tests.server.http.http_util import get_json, post_json, request
 
 
 def test_health(triton, server: RunningServer) -> None:

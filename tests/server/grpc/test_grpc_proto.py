@@ -17,7 +17,7 @@ from tritonclient.grpc import service_pb2 as triton_service
 
 from conveyor.protocol.grpc._generated import grpc_service_pb2, model_config_pb2
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _messages(descriptor: Descriptor) -> list[Descriptor]:

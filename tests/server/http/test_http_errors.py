@@ -12,10 +12,8 @@ import pytest
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from conveyor.client import Client
-from conveyor.errors import InvalidInput, ModelNotFound
 from conveyor.testing import RunningServer, run_server
-from tests.server.http_util import request
+from tests.server.http.http_util import request
 
 FP32_16 = {"name": "INPUT0", "datatype": "FP32", "shape": [1, 16], "data": [0.0] * 16}
 
@@ -132,16 +130,6 @@ def test_tritonclient_sees_the_error_message(triton) -> None:
     assert error.value.status() == "400"
     with pytest.raises(InferenceServerException, match="not in the repository"):
         triton.infer("missing", [bad])
-
-
-def test_our_client_raises_conveyor_errors(server: RunningServer) -> None:
-    with Client(server.http_url) as client:
-        with pytest.raises(ModelNotFound, match="not in the repository"):
-            client.submit("missing", {"INPUT0": np.zeros((1, 16), np.float32)}).result(10)
-        with pytest.raises(InvalidInput, match="expected FP32"):
-            client.submit("tiny", {"INPUT0": np.zeros((1, 16), np.int32)}).result(10)
-        with pytest.raises(InvalidInput, match="cannot be sent over V2"):
-            client.submit("tiny", {"INPUT0": np.zeros((1, 16), np.float32)}, priority=5)
 
 
 def test_unsupported_content_encoding(server: RunningServer) -> None:

@@ -1,41 +1,25 @@
-"""Inference over HTTP: every datatype as JSON and binary, with tritonclient and our client."""
+"""Inference over HTTP: every datatype as JSON and binary, with tritonclient.
+
+Conveyor's own HTTP client is tested in tests/client/test_http_client.py.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import json
 
-import ml_dtypes
 import numpy as np
 import pytest
 import tritonclient.http as httpclient
 import tritonclient.http.aio as aioclient
 
-from conveyor.client import Client, as_completed
-from conveyor.protocol.datatypes import DATATYPES, numpy_dtype
+from conveyor.protocol.datatypes import DATATYPES
 from conveyor.testing import RunningServer
-from tests.server.http_util import request
+from tests.server.http.http_util import request
+from tests.tensors import sample
 
 # tritonclient sends BF16 only in binary, from ml_dtypes.bfloat16 arrays.
 JSON_DATATYPES = [d for d in DATATYPES if d != "BF16"]
-
-
-def sample(datatype: str, utf8: bool = False) -> np.ndarray:
-    """A [2, 3] tensor of ``datatype`` with values that survive any encoding exactly."""
-    if datatype == "BYTES":
-        if utf8:
-            values = [b"", "é".encode(), b"abc", b"", b"d", b"ee"]
-        else:
-            values = [b"", b"\xff\xfe\x00", b"abc", b"", b"\x80", b"ee"]
-        return np.array(values, dtype=object).reshape(2, 3)
-    if datatype == "BOOL":
-        return np.array([[True, False, True], [False, False, True]])
-    if datatype == "BF16":
-        return np.array([[1, -2, 3.5], [0, 0.25, 100]], dtype=ml_dtypes.bfloat16)
-    values = np.array([[0, 1, 2], [3, 4, 5]]) * 7
-    if numpy_dtype(datatype).kind in "iu":
-        values = values + np.iinfo(numpy_dtype(datatype)).max // 2
-    return values.astype(numpy_dtype(datatype))
 
 
 def triton_input(datatype: str, value: np.ndarray, binary: bool) -> httpclient.InferInput:
@@ -175,63 +159,6 @@ def test_tritonclient_aio(host_port: str) -> None:
     assert [o[0, 0] for o in outputs] == [i + 1 for i in range(8)]
 
 
-# -- our client ---------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def client(server: RunningServer):
-    with Client(server.http_url) as ours:
-        yield ours
-
-
-@pytest.mark.parametrize("datatype", DATATYPES)
-def test_our_client_every_datatype(client, datatype: str) -> None:
-    value = sample(datatype)
-    result = client.submit(f"echo_{datatype}", {"INPUT0": value}).result(30)
-    assert list(result) == ["OUTPUT0", "OUTPUT1"]
-    assert result["OUTPUT0"].dtype == value.dtype
-    assert result["OUTPUT0"].tolist() == value.tolist()
-
-
-def test_our_client_json_mode(server: RunningServer) -> None:
-    with Client(server.http_url, binary_data=False) as json_client:
-        value = sample("BYTES", utf8=True)
-        result = json_client.submit("echo_BYTES", {"INPUT0": value}, outputs=["OUTPUT1"])
-        assert result.result(30)["OUTPUT1"].tolist() == value.tolist()
-
-
-def test_our_client_futures_and_as_completed(client) -> None:
-    futures = [
-        client.submit("tiny", {"INPUT0": np.full((1, 16), i, np.float32)}, request_id=str(i))
-        for i in range(32)
-    ]
-    seen = set()
-    for future in as_completed(futures, timeout=30):
-        seen.add(future.request_id)
-        assert future.result()["OUTPUT0"][0, 0] == int(future.request_id) + 1
-    assert seen == {str(i) for i in range(32)}
-
-
-def test_our_client_await(client) -> None:
-    async def main() -> list[float]:
-        outputs = await asyncio.gather(
-            *(client.infer("tiny", {"INPUT0": np.full((1, 16), i, np.float32)}) for i in range(8))
-        )
-        return [o["OUTPUT0"][0, 0] for o in outputs]
-
-    assert asyncio.run(main()) == [i + 1 for i in range(8)]
-
-
-def test_our_client_metadata_calls(client) -> None:
-    assert client.server_live() and client.server_ready()
-    assert client.model_ready("tiny") and not client.model_ready("nope")
-    assert client.server_metadata()["name"] == "conveyor"
-    assert client.model_metadata("tiny", 1)["versions"] == ["1"]
-    assert client.model_config("batched")["max_batch_size"] == 8
-    assert client.statistics("tiny")["model_stats"][0]["name"] == "tiny"
-    assert len(client.statistics()["model_stats"]) > 2
-
-
 @pytest.mark.parametrize("encoding", ["gzip", "deflate"])
 def test_large_infer_responses_are_compressed_when_asked(server: RunningServer, encoding) -> None:
     import gzip
@@ -273,23 +200,3 @@ def test_large_infer_responses_are_compressed_when_asked(server: RunningServer, 
         server.http_url, "GET", "/v2/models/stats", headers={"Accept-Encoding": encoding}
     )
     assert status == 200 and "content-encoding" not in headers
-
-
-def test_closing_our_client_cancels_what_is_in_flight(server: RunningServer) -> None:
-    client = Client(server.http_url)
-    future = client.submit("sleep", {"INPUT0": np.array([0.5], np.float32)})
-    client.close()
-    assert future.cancelled()
-    with pytest.raises(RuntimeError, match="closed"):
-        client.submit("tiny", {"INPUT0": np.zeros((1, 16), np.float32)})
-
-
-def test_client_is_public_at_the_top_level(server: RunningServer) -> None:
-    import conveyor
-
-    with conveyor.Client(server.http_url) as client:
-        assert client.submit("tiny", {"INPUT0": np.zeros((1, 16), np.float32)}).result(10)[
-            "OUTPUT0"
-        ].tolist() == [[1.0] * 16]
-    with pytest.raises(ValueError, match="unsupported URL scheme"):
-        conveyor.Client("ftp://x")

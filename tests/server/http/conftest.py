@@ -1,4 +1,12 @@
-"""One real server process for the HTTP tests (see models.py)."""
+"""One real server process for the HTTP tests, over a repository built here.
+
+- ``echo_<DATATYPE>`` for every V2 datatype: INPUT0 [-1, -1] -> OUTPUT0 and OUTPUT1 (both a
+  copy), so every datatype travels both ways and outputs can be picked.
+- ``tiny``: ONNX Add (+1) over FP32 [-1, 16]; ``batched``: the same with max_batch_size 8
+  and dynamic batching.
+- ``sleep`` (2 instances) and ``gate`` (1 instance): sleep INPUT0 seconds; OUTPUT1 is
+  [start, end] (time.monotonic) so tests can see what ran when.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +15,20 @@ from pathlib import Path
 
 import pytest
 
+from conveyor.protocol.datatypes import DATATYPES
 from conveyor.testing import RunningServer, run_server
-from tests.server.models import build_repository
+from tests.models import RepoBuilder
+
+
+def build_repository(root: Path) -> Path:
+    builder = RepoBuilder(root)
+    for datatype in DATATYPES:
+        builder.echo_model(f"echo_{datatype}", datatype)
+    builder.tiny("tiny")
+    builder.batched("batched")
+    builder.sleep_model("sleep", instances=2)
+    builder.sleep_model("gate", instances=1)
+    return root
 
 
 @pytest.fixture(scope="session")

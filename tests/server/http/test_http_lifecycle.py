@@ -5,7 +5,6 @@ from __future__ import annotations
 import gc
 import json
 import signal
-import time
 import urllib.request
 from pathlib import Path
 
@@ -19,8 +18,9 @@ from conveyor.client import Client
 from conveyor.errors import ModelNotReady, Unavailable
 from conveyor.examples import onnx_models
 from conveyor.testing import run_server, wait_ready
-from tests.server.http_util import get_json, post_json, request
-from tests.server.models import ECHO_CONFIG, ECHO_MODEL, SLEEP_CONFIG, SLEEP_MODEL, python_model
+from tests.models import ECHO_CONFIG, RepoBuilder
+from tests.polling import wait_until
+from tests.server.http.http_util import get_json, post_json, request
 
 SLOW_LOAD_MODEL = """
 import time
@@ -35,15 +35,8 @@ class Model:
 """
 
 
-def wait_until(condition, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.02)
-
-
 def test_ready_answers_400_until_the_models_are_loaded(tmp_path: Path) -> None:
-    python_model(tmp_path, "slow_load", SLOW_LOAD_MODEL, ECHO_CONFIG.format(datatype="FP32"))
+    RepoBuilder(tmp_path).python("slow_load", SLOW_LOAD_MODEL, ECHO_CONFIG.format(datatype="FP32"))
     with run_server(tmp_path, wait=False) as server:
 
         def live() -> bool:
@@ -52,7 +45,7 @@ def test_ready_answers_400_until_the_models_are_loaded(tmp_path: Path) -> None:
             except OSError:
                 return False
 
-        wait_until(live)
+        wait_until(live, 20, "live")
         status, error = get_json(server.http_url, "/v2/health/ready")
         assert status == 400  # as Triton: not 503, not 200
         assert "not ready" in error["error"]
@@ -64,7 +57,7 @@ def test_ready_answers_400_until_the_models_are_loaded(tmp_path: Path) -> None:
 
 def test_model_control_explicit(tmp_path: Path) -> None:
     onnx_models.tiny(tmp_path / "tiny" / "1" / "model.onnx")
-    python_model(tmp_path, "echo", ECHO_MODEL, ECHO_CONFIG.format(datatype="FP32"))
+    RepoBuilder(tmp_path).echo_model("echo", "FP32")
     args = ["--model-control", "explicit", "--load-model", "tiny"]
     with run_server(tmp_path, extra_args=args) as server:
         triton = httpclient.InferenceServerClient(server.http_url.removeprefix("http://"))
@@ -99,7 +92,7 @@ def test_model_control_explicit(tmp_path: Path) -> None:
 
 
 def test_sigterm_under_load_answers_every_admitted_request(tmp_path: Path) -> None:
-    python_model(tmp_path, "sleep", SLEEP_MODEL, SLEEP_CONFIG.format(instances=2))
+    RepoBuilder(tmp_path).sleep_model("sleep", instances=2)
     with run_server(tmp_path) as server, Client(server.http_url) as client:
         futures = [
             client.submit("sleep", {"INPUT0": np.array([0.3], np.float32)}, request_id=str(i))
@@ -118,7 +111,7 @@ def test_sigterm_under_load_answers_every_admitted_request(tmp_path: Path) -> No
             }
             return values["nv_inference_pending_request_count"] + values["nv_inference_count"]
 
-        wait_until(lambda: admitted() >= 10)  # all 12 are in the engine
+        wait_until(lambda: admitted() >= 10, 20, "12 admitted")  # all 12 are in the engine
         server.process.send_signal(signal.SIGTERM)
         results = [f.result(30) for f in futures]  # every one answered, none lost
         assert [r["OUTPUT0"][0] for r in results] == [np.float32(0.3)] * 12

@@ -18,6 +18,8 @@ from tritonclient.utils import InferenceServerException
 from conveyor.client import Client, as_completed
 from conveyor.errors import DeadlineExceeded
 from conveyor.testing import RunningServer
+from tests.metrics import pending
+from tests.polling import wait_until
 
 
 def seconds(value: float) -> dict[str, np.ndarray]:
@@ -39,18 +41,6 @@ def scrape(server: RunningServer) -> dict[tuple[str, tuple], float]:
     }
 
 
-def wait_until(condition, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.01)
-
-
-def pending(server: RunningServer, model: str) -> float:
-    key = ("nv_inference_pending_request_count", (("model", model), ("version", "1")))
-    return scrape(server).get(key, 0.0)
-
-
 @pytest.fixture(scope="module")
 def client(server: RunningServer):
     with Client(server.http_url) as ours:
@@ -68,12 +58,12 @@ def test_a_fast_request_is_not_held_behind_a_slow_one(client) -> None:
     fast_span = fast.result()["OUTPUT1"]
     slow_span = slow.result()["OUTPUT1"]
     assert fast_span[1] < slow_span[1] - 0.5  # finished long before the slow one did
-    assert time.monotonic() - started < 5
+    # The whole exchange took a few times the slow request's own compute, not more.
+    assert time.monotonic() - started < 5 * (slow_span[1] - slow_span[0])
 
 
 def test_the_event_loop_answers_while_models_compute(server: RunningServer, client) -> None:
     busy = [client.submit("gate", seconds(0.5)) for _ in range(2)]
-    started = time.monotonic()
     with Client(server.http_url) as other:
         assert other.server_ready()
         assert (
@@ -82,7 +72,7 @@ def test_the_event_loop_answers_while_models_compute(server: RunningServer, clie
             ]
             == 2.0
         )
-    assert time.monotonic() - started < 0.4
+    assert not any(f.done() for f in busy)  # answered while the model still computed
     for future in busy:
         future.result(10)
 
