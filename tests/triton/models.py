@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.conftest import RepoBuilder
+from tests.models import RepoBuilder
 
 # Triton's add_sub example, plus what lets a test see the lifecycle: initialize writes its
 # args (and which object it is) to a file, finalize appends to finalized.log.

@@ -20,7 +20,7 @@ from tritonclient.utils import InferenceServerException
 
 from conveyor import Engine, ModelUnavailable
 from conveyor.testing import RunningServer
-from tests.conftest import RepoBuilder
+from tests.models import RepoBuilder
 from tests.triton.models import ADD_SUB, ADD_SUB_CONFIG
 
 PROTOCOLS = ("http", "grpc")

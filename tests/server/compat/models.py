@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from conveyor.examples import onnx_models
-from tests.server.models import ECHO_CONFIG, ECHO_MODEL, python_model
+from tests.models import ECHO_CONFIG, ECHO_MODEL, RepoBuilder
 
 LABELS = ("cat", "dog", "bird", "fish")
 
@@ -68,13 +68,12 @@ LOADED = ("scores", "scores_batched", "words", "tiny")
 
 
 def build_repository(root: Path) -> Path:
-    python_model(root, "scores", SCORES_MODEL, SCORES_CONFIG.format(max_batch_size=0, dim=-1))
-    python_model(
-        root, "scores_batched", SCORES_MODEL, SCORES_CONFIG.format(max_batch_size=8, dim=4)
-    )
+    repo = RepoBuilder(root)
+    repo.python("scores", SCORES_MODEL, SCORES_CONFIG.format(max_batch_size=0, dim=-1))
+    repo.python("scores_batched", SCORES_MODEL, SCORES_CONFIG.format(max_batch_size=8, dim=4))
     for name in ("scores", "scores_batched"):
         (root / name / "labels.txt").write_text("\n".join(LABELS) + "\n")
-    python_model(root, "words", ECHO_MODEL, ECHO_CONFIG.format(datatype="BYTES"))
-    python_model(root, "broken", BROKEN_MODEL, ECHO_CONFIG.format(datatype="FP32"))
+    repo.python("words", ECHO_MODEL, ECHO_CONFIG.format(datatype="BYTES"))
+    repo.python("broken", BROKEN_MODEL, ECHO_CONFIG.format(datatype="FP32"))
     onnx_models.tiny(root / "tiny" / "1" / "model.onnx")
     return root

@@ -10,7 +10,7 @@ from typing import Any
 
 from conveyor.testing import RunningServer, run_server
 from tests.server.compat.models import WHY, build_repository
-from tests.server.http_util import get_json
+from tests.server.http.http_util import get_json
 
 
 def test_live_and_ready_bodies(compat_server: RunningServer) -> None:

@@ -10,8 +10,8 @@ import pytest
 
 from conveyor.errors import RepositoryError
 from conveyor.repository.layout import Repository
+from tests.models import RepoBuilder
 from tests.server.compat.models import LABELS, SCORES_CONFIG, SCORES_MODEL
-from tests.server.models import python_model
 
 CONFIG = SCORES_CONFIG.format(max_batch_size=0, dim=-1)
 
@@ -57,7 +57,7 @@ def test_the_server_says_it_classifies(client: Any, protocol: str) -> None:
 def test_label_file_mistakes_are_named(
     tmp_path: Path, config: str, labels: str | None, expected: str
 ) -> None:
-    python_model(tmp_path, "m", SCORES_MODEL, config)
+    RepoBuilder(tmp_path).python("m", SCORES_MODEL, config)
     if labels is not None:
         (tmp_path / "m" / "labels.txt").write_text(labels)
     with pytest.raises(RepositoryError, match="model 'm'") as caught:
