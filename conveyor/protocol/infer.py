@@ -21,6 +21,7 @@ import numpy as np
 
 from conveyor.errors import InvalidInput
 from conveyor.protocol import binary, json_codec
+from conveyor.protocol import shared_memory as shm
 from conveyor.protocol.datatypes import DATATYPES, datatype_of, is_datatype
 from conveyor.protocol.parameters import (
     RequestOptions,
@@ -39,6 +40,8 @@ class InferRequest:
     outputs: list[str] | None  # None: every output of the model
     binary_outputs: dict[str, bool] | None  # per requested output; None: use options
     options: RequestOptions
+    # Inputs and requested outputs that live in registered shared-memory regions.
+    shared_memory: shm.SharedMemoryUse = dataclasses.field(default_factory=shm.SharedMemoryUse)
 
     def wants_binary(self, name: str) -> bool:
         if self.binary_outputs is not None:
@@ -58,14 +61,21 @@ def decode_request(body: binary.BytesLike, header_length: int | None) -> InferRe
     if request_id is not None and not isinstance(request_id, str):
         raise InvalidInput(f"request 'id' must be a string, got {request_id!r}")
     options = request_options(header.get("parameters"))
-    inputs = _decode_tensors(header.get("inputs"), tail, "inputs", "input")
-    outputs, binary_outputs = _requested_outputs(header.get("outputs"))
-    return InferRequest(request_id, inputs, outputs, binary_outputs, options)
+    in_regions = shm.SharedMemoryUse()
+    inputs = _decode_tensors(header.get("inputs"), tail, "inputs", "input", in_regions)
+    outputs, binary_outputs = _requested_outputs(header.get("outputs"), in_regions)
+    return InferRequest(request_id, inputs, outputs, binary_outputs, options, in_regions)
 
 
 def _decode_tensors(
-    raw: Any, tail: binary.BytesLike, field: str, noun: str
+    raw: Any,
+    tail: binary.BytesLike,
+    field: str,
+    noun: str,
+    in_regions: shm.SharedMemoryUse | None = None,
 ) -> dict[str, np.ndarray]:
+    """The tensors of ``raw``; with ``in_regions``, those whose parameters place them in a
+    shared-memory region go there instead (their bytes are read by the data plane)."""
     if not isinstance(raw, list):
         raise InvalidInput(f"'{field}' must be a list of tensors, got {_kind(raw)}")
     reader = binary.TailReader(tail)
@@ -73,7 +83,7 @@ def _decode_tensors(
     for index, tensor in enumerate(raw):
         name, datatype, parameters = json_codec.tensor_fields(tensor, f"{field}[{index}]")
         where = f"{noun} {name!r}"
-        if name in tensors:
+        if name in tensors or (in_regions is not None and name in in_regions.inputs):
             raise InvalidInput(f"{where} appears more than once in '{field}'")
         if not is_datatype(datatype):
             raise InvalidInput(
@@ -82,6 +92,15 @@ def _decode_tensors(
         shape = json_codec.parse_shape(tensor.get("shape"), where)
         if parameters:
             check_tensor_parameters(parameters, where)
+            if in_regions is not None:
+                located = shm.location(parameters, where)
+                if located is not None:
+                    if "data" in tensor or "binary_data_size" in parameters:
+                        raise InvalidInput(
+                            f"{where} is in shared memory and also carries data; send one"
+                        )
+                    in_regions.inputs[name] = shm.InputInRegion(located, datatype, shape)
+                    continue
         size = parameters.get("binary_data_size") if parameters else None
         if size is not None:
             if type(size) is not int or size < 0:
@@ -98,7 +117,9 @@ def _decode_tensors(
     return tensors
 
 
-def _requested_outputs(raw: Any) -> tuple[list[str] | None, dict[str, bool] | None]:
+def _requested_outputs(
+    raw: Any, in_regions: shm.SharedMemoryUse
+) -> tuple[list[str] | None, dict[str, bool] | None]:
     if raw is None:
         return None, None
     if not isinstance(raw, list):
@@ -117,6 +138,9 @@ def _requested_outputs(raw: Any) -> tuple[list[str] | None, dict[str, bool] | No
             if not isinstance(parameters, dict):
                 raise InvalidInput(f"{where}: 'parameters' must be an object")
             check_tensor_parameters(parameters, where)
+            located = shm.location(parameters, where)
+            if located is not None:
+                in_regions.outputs[name] = located
             if "binary_data" in parameters:
                 chosen[name] = flag(parameters, "binary_data", f"{where} parameter")
         names.append(name)
@@ -129,10 +153,15 @@ def encode_response(
     """The response body and, when it has a binary tail, the JSON header's length."""
     outputs: list[dict[str, Any]] = []
     buffers: list[binary.Chunk] = []
+    in_regions = request.shared_memory.outputs
     for name, array in results.items():
         datatype = datatype_of(array.dtype)
         entry: dict[str, Any] = {"name": name, "datatype": datatype, "shape": array.shape}
-        if request.wants_binary(name):
+        located = in_regions.get(name)
+        if located is not None:
+            # Written into the region by the data plane: answered with where, not what.
+            entry["parameters"] = located.parameters()
+        elif request.wants_binary(name):
             chunk = binary.tensor_bytes(array, datatype)
             entry["parameters"] = {"binary_data_size": len(chunk)}
             buffers.append(chunk)

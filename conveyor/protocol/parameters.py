@@ -12,7 +12,7 @@ Units differ on purpose and are converted only here:
 - ``timeout``: microseconds on the wire (0 = none), seconds in the engine (None = none).
 
 Unknown parameters are ignored. Reserved ones that this server does not implement
-(sequence batching, shared memory, classification) are refused with a clear error rather
+(sequence batching, classification) are refused with a clear error rather
 than silently ignored, because ignoring them would return a wrong answer.
 """
 
@@ -32,12 +32,8 @@ INPUT_PARAMETERS = ("binary_data_size",)
 OUTPUT_PARAMETERS = ("binary_data",)
 # Reserved by Triton's extensions that we do not implement: refused, never ignored.
 UNSUPPORTED_REQUEST_PARAMETERS = ("sequence_id", "sequence_start", "sequence_end")
-UNSUPPORTED_TENSOR_PARAMETERS = (
-    "shared_memory_region",
-    "shared_memory_byte_size",
-    "shared_memory_offset",
-    "classification",
-)
+# (The shared_memory_* tensor parameters are read by conveyor.protocol.shared_memory.)
+UNSUPPORTED_TENSOR_PARAMETERS = ("classification",)
 
 
 def engine_priority(wire: int) -> int:
@@ -112,8 +108,9 @@ def check_tensor_parameters(parameters: Mapping[str, Any], where: str) -> None:
     """Refuse tensor parameters that ask for an extension we do not implement."""
     for key in UNSUPPORTED_TENSOR_PARAMETERS:
         if key in parameters:
-            what = "classification" if key == "classification" else "shared memory"
-            raise Unsupported(f"{where}: parameter {key!r} asks for {what}, which is not supported")
+            raise Unsupported(
+                f"{where}: parameter {key!r} asks for classification, which is not supported"
+            )
 
 
 def flag(parameters: Mapping[str, Any], key: str, where: str) -> bool:
