@@ -71,11 +71,11 @@ def location(parameters: Mapping[str, Any] | None, where: str) -> Location | Non
     region = parameters.get(REGION)
     if not isinstance(region, str) or not region:
         raise InvalidInput(
-            f"{where}: {REGION!r} must name a registered region (a non-empty string), "
-            f"got {region!r}"
+            f"{where}: in shared memory, {REGION!r} must name a registered region (a "
+            f"non-empty string), got {region!r}"
         )
     if BYTE_SIZE not in parameters:
-        raise InvalidInput(f"{where}: {REGION!r} needs {BYTE_SIZE!r} too")
+        raise InvalidInput(f"{where}: in shared memory, {REGION!r} needs {BYTE_SIZE!r} too")
     return Location(
         region,
         _size(parameters.get(BYTE_SIZE), BYTE_SIZE, where),

@@ -181,10 +181,10 @@ def _raw_count_mismatch(
     tensors: Sequence[Any], raw: Sequence[Any], in_regions: shm.SharedMemoryUse | None
 ) -> InvalidInput:
     in_memory = len(in_regions.inputs) if in_regions is not None else 0
-    note = f" ({in_memory} more in shared memory take none)" if in_memory else ""
+    sent = f"{len(tensors) - in_memory} inputs outside shared memory" if in_memory else ""
     return InvalidInput(
-        f"the request has {len(tensors) - in_memory} inputs on the wire{note} but {len(raw)} "
-        "raw_input_contents buffers; expected one buffer per input, in the order of 'inputs'"
+        f"the request has {sent or f'{len(tensors)} inputs'} but {len(raw)} raw_input_contents "
+        "buffers; expected one buffer per input sent on the wire, in the order of 'inputs'"
     )
 
 
