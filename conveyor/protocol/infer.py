@@ -188,8 +188,13 @@ def encode_request(
     request_id: str | None = None,
     parameters: Mapping[str, Any] | None = None,
     binary_data: bool = True,
+    in_regions: Mapping[str, shm.InputInRegion] | None = None,
 ) -> tuple[bytes, int | None]:
-    """A request body from numpy inputs; binary tensors in and out unless told otherwise."""
+    """A request body from numpy inputs; binary tensors in and out unless told otherwise.
+
+    ``in_regions``: more inputs, already in registered shared-memory regions (sent as
+    their location only).
+    """
     tensors: list[dict[str, Any]] = []
     buffers: list[binary.Chunk] = []
     for name, value in inputs.items():
@@ -203,6 +208,15 @@ def encode_request(
         else:
             entry["data"] = json_codec.encode_data(array, datatype, f"input {name!r}")
         tensors.append(entry)
+    for name, placed in (in_regions or {}).items():
+        tensors.append(
+            {
+                "name": name,
+                "shape": placed.shape,
+                "datatype": placed.datatype,
+                "parameters": placed.location.parameters(),
+            }
+        )
     request: dict[str, Any] = {}
     if request_id is not None:
         request["id"] = request_id
