@@ -39,6 +39,9 @@ from conveyor.protocol.shared_memory import InputInRegion, Location
 
 SHM_DIRECTORY = "/dev/shm"
 MAX_NAME_LENGTH = 255
+# How soon, and at most how rarely, an unregistered region still mapped is retried.
+MIN_SWEEP_DELAY_S = 0.01
+MAX_SWEEP_DELAY_S = 1.0
 
 
 class Region:
@@ -184,9 +187,11 @@ class SharedMemoryRegistry:
     def __init__(self, directory: str = SHM_DIRECTORY) -> None:
         self._directory = directory
         self._regions: dict[str, Region] = {}
-        # Unregistered regions whose mapping a lingering view still holds: closed later.
+        # Unregistered regions still mapped (a request uses them, or a view of them is
+        # still alive): a timer retries until each is unmapped (see _sweep).
         self._closing: list[Region] = []
         self._lock = threading.Lock()
+        self._reaper: threading.Timer | None = None
 
     def register(self, name: str, key: str, offset: int, byte_size: int) -> None:
         check_name(name, "region name")
@@ -219,7 +224,7 @@ class SharedMemoryRegistry:
             region.unregister()
         with self._lock:
             self._closing.extend(gone)
-            self._closing = [region for region in self._closing if not region.close_if_idle()]
+        self._sweep()
 
     def status(self, name: str | None) -> list[dict[str, Any]]:
         with self._lock:
@@ -236,9 +241,30 @@ class SharedMemoryRegistry:
 
     def open_mappings(self) -> int:
         """Regions still mapped: registered ones, and unregistered ones still in use."""
+        self._sweep()
+        with self._lock:
+            return len(self._regions) + len(self._closing)
+
+    def _sweep(self, delay: float = MIN_SWEEP_DELAY_S) -> None:
+        """Unmap every unregistered region nothing uses any more; retry the rest later.
+
+        A request's views of a region die a little after it is answered (the engine
+        thread, the response being written), so an unregistered region in use is usually
+        unmapped by the first retry; one a model keeps a view of is retried ever less often.
+        """
         with self._lock:
             self._closing = [region for region in self._closing if not region.close_if_idle()]
-            return len(self._regions) + len(self._closing)
+            if not self._closing or self._reaper is not None:
+                return
+            reaper = threading.Timer(delay, self._reap, (min(delay * 2, MAX_SWEEP_DELAY_S),))
+            reaper.daemon = True
+            self._reaper = reaper
+        reaper.start()
+
+    def _reap(self, next_delay: float) -> None:
+        with self._lock:
+            self._reaper = None
+        self._sweep(next_delay)
 
     # -- requests ---------------------------------------------------------------------------
 
@@ -246,8 +272,6 @@ class SharedMemoryRegistry:
         """Hold every region in ``names`` for one request; InvalidInput for an unknown one."""
         lease = Lease()
         with self._lock:
-            if self._closing:  # mappings whose last view has gone since: unmap them now
-                self._closing = [r for r in self._closing if not r.close_if_idle()]
             for name in names:
                 region = self._regions.get(name)
                 if region is None:

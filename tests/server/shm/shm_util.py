@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -86,3 +87,18 @@ def server_fds(server: RunningServer) -> list[str]:
         with contextlib.suppress(OSError):
             targets.append(os.readlink(fd))
     return targets
+
+
+def wait_unmapped(server: RunningServer, *keys: str, timeout_s: float = 10.0) -> None:
+    """Until no descriptor or mapping of the server points at these keys' objects.
+
+    A request's views of a region die just after it is answered, so an unregistered
+    region is unmapped then, not necessarily by the time unregister answers.
+    """
+    paths = [f"/dev/shm{key}" for key in keys]
+    for _ in range(int(timeout_s / 0.01)):
+        maps, fds = server_maps(server), server_fds(server)
+        if not any(path in maps or path in fds for path in paths):
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"{paths} still mapped or open in the server after {timeout_s} s")

@@ -16,7 +16,7 @@ from tritonclient.utils import InferenceServerException, serialize_byte_tensor
 from conveyor.protocol.datatypes import DATATYPES
 from conveyor.testing import RunningServer
 from tests.server.http_util import request
-from tests.server.shm.shm_util import region, server_fds, server_maps, unique
+from tests.server.shm.shm_util import region, server_fds, unique, wait_unmapped
 from tests.server.test_http_infer import sample
 
 PROTOCOLS = ("http", "grpc")
@@ -299,8 +299,7 @@ def test_unregister_releases_the_mapping_and_descriptor(
         http.infer("tiny", [fp32_input(httpclient, name, 64)])
         assert f"/dev/shm{key}" in server_fds(shm_server)
         http.unregister_system_shared_memory(name)
-        assert f"/dev/shm{key}" not in server_fds(shm_server)
-        assert f"/dev/shm{key}" not in server_maps(shm_server)
+        wait_unmapped(shm_server, key)
 
 
 def test_cuda_shared_memory_is_refused_clearly(client: Any, protocol: str) -> None:
@@ -322,3 +321,57 @@ def test_cuda_routes_answer_400_not_404(shm_server: RunningServer) -> None:
     ):
         status, _, body = request(shm_server.http_url, method, path, b"{}")
         assert status == 400 and b"no GPU" in body
+
+
+def pending(server: RunningServer, model: str) -> int:
+    import urllib.request
+
+    with urllib.request.urlopen(server.metrics_url, timeout=10) as response:
+        text = response.read().decode()
+    for line in text.splitlines():
+        if line.startswith("nv_inference_pending_request_count{") and f'model="{model}"' in line:
+            return int(float(line.rsplit(" ", 1)[1]))
+    return 0
+
+
+def test_unregister_while_queued_waits_for_the_request(
+    grpc_client: Any, shm_server: RunningServer
+) -> None:
+    """``gate`` has one instance: a first request holds it, the second (in shared memory)
+    waits in the queue while both its regions are unregistered, then still runs, reading
+    and writing the mappings it holds."""
+    import threading
+
+    with region(4) as (in_name, in_key, inputs), region(4) as (out_name, out_key, out):
+        shm.set_shared_memory_region(inputs, [np.array([0.01], np.float32)])
+        grpc_client.register_system_shared_memory(in_name, in_key, 4)
+        grpc_client.register_system_shared_memory(out_name, out_key, 4)
+        blocker = grpcclient.InferInput("INPUT0", [1], "FP32")
+        blocker.set_data_from_numpy(np.array([1.0], np.float32))
+        queued = grpcclient.InferInput("INPUT0", [1], "FP32")
+        queued.set_shared_memory(in_name, 4)
+        wanted = grpcclient.InferRequestedOutput("OUTPUT0")
+        wanted.set_shared_memory(out_name, 4)
+        results: dict[str, Any] = {}
+
+        def run(label: str, tensor: Any, outputs: Any) -> None:
+            try:
+                results[label] = grpc_client.infer("gate", [tensor], outputs=outputs)
+            except InferenceServerException as exc:
+                results[label] = exc
+
+        first = threading.Thread(target=run, args=("first", blocker, None))
+        first.start()
+        second = threading.Thread(target=run, args=("second", queued, [wanted]))
+        second.start()
+        for _ in range(400):  # until one of them waits behind the other
+            if pending(shm_server, "gate") >= 1:
+                break
+            threading.Event().wait(0.005)
+        grpc_client.unregister_system_shared_memory()
+        assert status_names(grpc_client, "grpc") == {}  # the names go at once
+        first.join(30)
+        second.join(30)
+        assert not isinstance(results["second"], Exception), results["second"]
+        assert shm.get_contents_as_numpy(out, np.float32, [1]).tolist() == [pytest.approx(0.01)]
+        wait_unmapped(shm_server, in_key, out_key)  # and the mappings once it is answered
