@@ -39,6 +39,8 @@ from conveyor.protocol.shared_memory import InputInRegion, Location
 
 SHM_DIRECTORY = "/dev/shm"
 MAX_NAME_LENGTH = 255
+# Each region holds a mapping: a bound, so a client cannot exhaust the server's map count.
+MAX_REGIONS = 1024
 # How soon, and at most how rarely, an unregistered region still mapped is retried.
 MIN_SWEEP_DELAY_S = 0.01
 MAX_SWEEP_DELAY_S = 1.0
@@ -205,6 +207,11 @@ class SharedMemoryRegistry:
                 raise InvalidInput(
                     f"shared memory region {name!r} is already registered; unregister it "
                     "first or pick another name"
+                )
+            if len(self._regions) >= MAX_REGIONS:
+                raise InvalidInput(
+                    f"register {name!r}: {MAX_REGIONS} shared memory regions are registered "
+                    "already, the most this server holds; unregister some first"
                 )
             # Opening and mapping is a few system calls, under the lock so that two
             # registrations of one name cannot both succeed.
