@@ -7,8 +7,10 @@ requests run on one event loop in a daemon thread that the client owns, so the s
 client works from plain threads and from any asyncio loop.
 
 A transport (HTTP, gRPC) implements only the coroutines at the bottom: ``_open``,
-``_close``, ``_infer`` and ``_get``. Priority and timeout arrive in the engine's units
-(higher runs first; seconds) and are converted to the wire's once, in ``submit``.
+``_close``, ``_infer``, ``_get`` and the two that (un)register a shared-memory region. Large
+inputs to a server on this machine go through shared memory (``shared_memory.py``).
+Priority and timeout arrive in the engine's units (higher runs first; seconds) and are
+converted to the wire's once, in ``submit``.
 """
 
 from __future__ import annotations
@@ -16,14 +18,22 @@ from __future__ import annotations
 import abc
 import asyncio
 import concurrent.futures
+import contextlib
 import threading
 from collections.abc import Coroutine, Mapping, Sequence
 from typing import Any, TypeVar
 
 import numpy as np
 
+from conveyor.client.shared_memory import (
+    DEFAULT_THRESHOLD,
+    RegionPool,
+    on_this_machine,
+)
+from conveyor.errors import ConveyorError, Unsupported
 from conveyor.futures import InferFuture, Outputs
 from conveyor.protocol.parameters import wire_priority, wire_timeout
+from conveyor.protocol.shared_memory import InputInRegion
 
 T = TypeVar("T")
 
@@ -34,10 +44,25 @@ DEFAULT_CALL_TIMEOUT_S = 300.0
 class BaseClient(abc.ABC):
     """A V2 client over one transport. Use :func:`conveyor.client.Client` to make one."""
 
-    def __init__(self, url: str, *, call_timeout: float | None = DEFAULT_CALL_TIMEOUT_S) -> None:
-        """``call_timeout``: seconds the network part of any call may take (None: no limit)."""
+    def __init__(
+        self,
+        url: str,
+        *,
+        call_timeout: float | None = DEFAULT_CALL_TIMEOUT_S,
+        shared_memory: bool = True,
+        shared_memory_threshold: int = DEFAULT_THRESHOLD,
+    ) -> None:
+        """``call_timeout``: seconds the network part of any call may take (None: no limit).
+
+        ``shared_memory``: send inputs of at least ``shared_memory_threshold`` bytes through
+        system shared memory when the server is on this machine and offers it (False: never).
+        """
         self.url = url.rstrip("/")
         self.call_timeout = call_timeout
+        self._want_shared_memory = shared_memory and on_this_machine(self.url)
+        self._shared_memory_threshold = shared_memory_threshold
+        # Set once open, when the server offers shared memory; None: everything on the wire.
+        self.shared_memory: RegionPool | None = None
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self._loop.run_forever, name=f"conveyor-client {self.url}", daemon=True
@@ -71,7 +96,7 @@ class BaseClient(abc.ABC):
         self._ensure_open()
         future = InferFuture()
         future.request_id = request_id
-        call = self._infer(
+        call = self._send(
             model,
             inputs,
             version=None if version is None else str(version),
@@ -86,6 +111,34 @@ class BaseClient(abc.ABC):
     async def infer(self, model: str, inputs: Mapping[str, np.ndarray], **kwargs: Any) -> Outputs:
         """``submit`` and await the result from any event loop; no thread waits meanwhile."""
         return await self.submit(model, inputs, **kwargs)
+
+    async def _send(self, model: str, inputs: Mapping[str, np.ndarray], **wire: Any) -> Outputs:
+        """``_infer``, with large inputs in one of the client's shared-memory regions."""
+        pool = self.shared_memory
+        large = pool.large_inputs(inputs) if pool is not None else {}
+        if pool is None or not large:
+            return await self._infer(model, inputs, **wire)
+        region = pool.take(large)
+        if region is None:
+            region = pool.make(large)
+            try:
+                await self._register_region(region.name, region.key, region.byte_size)
+            except ConveyorError:
+                # The server says no (another user's /dev/shm, a changed setting): from now
+                # on this client sends everything on the wire.
+                pool.forget(region)
+                self.shared_memory = None
+                return await self._infer(model, inputs, **wire)
+        try:
+            placed = region.place(large)
+            rest = {name: array for name, array in inputs.items() if name not in placed}
+            try:
+                return await self._infer(model, rest, in_regions=placed, **wire)
+            except Unsupported:
+                self.shared_memory = None  # turned off on the server since
+                return await self._infer(model, inputs, **wire)
+        finally:
+            pool.give_back(region)  # answered: the server has read it
 
     def _start(self, future: InferFuture, call: Coroutine[Any, Any, Outputs]) -> None:
         # On the client's loop.
@@ -155,11 +208,33 @@ class BaseClient(abc.ABC):
             raise RuntimeError("this client is closed")
         with self._lock:
             if self._opened is None:
-                self._opened = asyncio.run_coroutine_threadsafe(self._open(), self._loop)
+                self._opened = asyncio.run_coroutine_threadsafe(self._open_all(), self._loop)
         self._opened.result()
 
+    async def _open_all(self) -> None:
+        await self._open()
+        if not self._want_shared_memory:
+            return
+        try:
+            metadata = await self._get("server_metadata")
+        except ConveyorError:
+            return  # not answering yet: use the wire
+        if "system_shared_memory" in metadata.get("extensions", ()):
+            self.shared_memory = RegionPool(self._shared_memory_threshold)
+
+    async def _release_regions(self) -> None:
+        pool = self.shared_memory
+        if pool is None:
+            return
+        self.shared_memory = None
+        for region in list(pool.regions):
+            with contextlib.suppress(ConveyorError):  # a server gone has unmapped it anyway
+                await self._unregister_region(region.name)
+            region.destroy()
+
     def close(self) -> None:
-        """Close the connections; futures of requests still in flight are cancelled."""
+        """Close the connections; futures of requests still in flight are cancelled; the
+        client's shared-memory regions are unregistered and unlinked."""
         with self._lock:
             if self._closed:
                 return
@@ -175,6 +250,7 @@ class BaseClient(abc.ABC):
             task.cancel()
         if self._tasks:
             await asyncio.wait(list(self._tasks), timeout=5)
+        await self._release_regions()
         await self._close()
 
     def __enter__(self) -> BaseClient:
@@ -210,11 +286,21 @@ class BaseClient(abc.ABC):
         priority: int,
         timeout_us: int | None,
         request_id: str | None,
+        in_regions: Mapping[str, InputInRegion] | None = None,
     ) -> Outputs:
         """One inference; ``priority``/``timeout_us`` are already in wire units (0/None: unset).
 
-        Raise :mod:`conveyor.errors` classes for failures the server reports.
+        ``in_regions``: more inputs, already in registered shared-memory regions. Raise
+        :mod:`conveyor.errors` classes for failures the server reports.
         """
+
+    @abc.abstractmethod
+    async def _register_region(self, name: str, key: str, byte_size: int) -> None:
+        """Register system shared-memory object ``key`` as region ``name``."""
+
+    @abc.abstractmethod
+    async def _unregister_region(self, name: str) -> None:
+        """Unregister region ``name``."""
 
     @abc.abstractmethod
     async def _get(

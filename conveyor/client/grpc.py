@@ -27,6 +27,7 @@ import numpy as np
 from google.protobuf.message import Message
 
 from conveyor.client._base import DEFAULT_CALL_TIMEOUT_S, BaseClient
+from conveyor.client.shared_memory import DEFAULT_THRESHOLD
 from conveyor.errors import ConveyorError, ErrorKind, InvalidInput, Unavailable, error_for_kind
 from conveyor.futures import InferFuture, Outputs
 from conveyor.protocol.grpc import converters, wire
@@ -34,6 +35,7 @@ from conveyor.protocol.grpc._generated import grpc_service_pb2 as pb
 from conveyor.protocol.grpc.methods import METHODS
 from conveyor.protocol.limits import DEFAULT_MAX_MESSAGE_BYTES
 from conveyor.protocol.parameters import wire_priority, wire_timeout
+from conveyor.protocol.shared_memory import InputInRegion
 
 # The server's status -> the error raised here (the reverse of the server's edge mapping;
 # each ErrorKind is named after the gRPC status it stands for).
@@ -73,12 +75,20 @@ class GRPCClient(BaseClient):
         call_timeout: float | None = DEFAULT_CALL_TIMEOUT_S,
         raw_contents: bool = True,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        shared_memory: bool = True,
+        shared_memory_threshold: int = DEFAULT_THRESHOLD,
     ) -> None:
         """``raw_contents``: tensors as raw bytes (False: typed ``contents`` fields, slower).
 
         ``max_message_bytes``: the largest message sent or received (gRPC's default is 4 MiB).
+        ``shared_memory``: see :class:`BaseClient`.
         """
-        super().__init__(url, call_timeout=call_timeout)
+        super().__init__(
+            url,
+            call_timeout=call_timeout,
+            shared_memory=shared_memory,
+            shared_memory_threshold=shared_memory_threshold,
+        )
         self.target = self.url.removeprefix("grpc://")
         self.raw_contents = raw_contents
         self._max_message_bytes = max_message_bytes
@@ -125,8 +135,11 @@ class GRPCClient(BaseClient):
         priority: int,
         timeout_us: int | None,
         request_id: str | None,
+        in_regions: Mapping[str, InputInRegion] | None = None,
     ) -> Outputs:
-        request = self._request(model, inputs, version, outputs, priority, timeout_us, request_id)
+        request = self._request(
+            model, inputs, version, outputs, priority, timeout_us, request_id, in_regions
+        )
         # The request's own timeout is also the call's deadline: a server that ignores the
         # parameter still stops waiting (and drops the queued request) when it passes.
         response, raw = await self._unary("ModelInfer", request, self._deadline(timeout_us))
@@ -248,12 +261,17 @@ class GRPCClient(BaseClient):
         priority: int,
         timeout_us: int | None,
         request_id: str | None,
+        in_regions: Mapping[str, InputInRegion] | None = None,
     ) -> bytes:
         """The serialized ModelInferRequest (each raw tensor copied once, by the join)."""
         request = pb.ModelInferRequest(
             model_name=model, model_version=version or "", id=request_id or ""
         )
         buffers = converters.add_inputs(request, inputs, raw=self.raw_contents)
+        for name, placed in (in_regions or {}).items():
+            tensor = request.inputs.add(name=name, datatype=placed.datatype, shape=placed.shape)
+            for key, value in placed.location.parameters().items():
+                converters.set_parameter(tensor.parameters, key, value)
         for name in outputs or ():
             request.outputs.add(name=name)
         if priority:
@@ -273,6 +291,16 @@ class GRPCClient(BaseClient):
             return await self._calls[name](request, timeout=timeout)
         except grpc.aio.AioRpcError as exc:
             raise error_from_rpc(exc) from None
+
+    async def _register_region(self, name: str, key: str, byte_size: int) -> None:
+        request = pb.SystemSharedMemoryRegisterRequest(
+            name=name, key=key, offset=0, byte_size=byte_size
+        )
+        await self._unary("SystemSharedMemoryRegister", request, self.call_timeout)
+
+    async def _unregister_region(self, name: str) -> None:
+        request = pb.SystemSharedMemoryUnregisterRequest(name=name)
+        await self._unary("SystemSharedMemoryUnregister", request, self.call_timeout)
 
     # -- information and the model repository --------------------------------------------
 

@@ -10,6 +10,7 @@ import aiohttp
 import numpy as np
 
 from conveyor.client._base import DEFAULT_CALL_TIMEOUT_S, BaseClient
+from conveyor.client.shared_memory import DEFAULT_THRESHOLD
 from conveyor.errors import (
     ConveyorError,
     ErrorKind,
@@ -23,10 +24,12 @@ from conveyor.errors import (
 from conveyor.futures import Outputs
 from conveyor.protocol import infer
 from conveyor.protocol.binary import HEADER_LENGTH_HEADER
-from conveyor.protocol.json_codec import loads
+from conveyor.protocol.json_codec import dumps, loads
+from conveyor.protocol.shared_memory import InputInRegion
 
 # The error kind our server names in its error body -> the error raised here.
 _BY_KIND: dict[str, type[ConveyorError]] = {kind.value: error_for_kind(kind) for kind in ErrorKind}
+_JSON = {"content-type": "application/json"}
 # Other V2 servers send only a message: go by the status.
 _BY_STATUS: dict[int, type[ConveyorError]] = {
     400: InvalidInput,
@@ -46,12 +49,20 @@ class HTTPClient(BaseClient):
         call_timeout: float | None = DEFAULT_CALL_TIMEOUT_S,
         max_connections: int = 64,
         binary_data: bool = True,
+        shared_memory: bool = True,
+        shared_memory_threshold: int = DEFAULT_THRESHOLD,
     ) -> None:
         """``max_connections``: concurrent requests in flight (more wait for a connection).
 
         ``binary_data``: send and receive tensors with the binary extension (False: JSON).
+        ``shared_memory``: see :class:`BaseClient`.
         """
-        super().__init__(url, call_timeout=call_timeout)
+        super().__init__(
+            url,
+            call_timeout=call_timeout,
+            shared_memory=shared_memory,
+            shared_memory_threshold=shared_memory_threshold,
+        )
         self._max_connections = max_connections
         self._binary_data = binary_data
         self._session: aiohttp.ClientSession | None = None
@@ -78,6 +89,7 @@ class HTTPClient(BaseClient):
         priority: int,
         timeout_us: int | None,
         request_id: str | None,
+        in_regions: Mapping[str, InputInRegion] | None = None,
     ) -> Outputs:
         parameters: dict[str, Any] = {}
         if priority:
@@ -90,6 +102,7 @@ class HTTPClient(BaseClient):
             request_id=request_id,
             parameters=parameters,
             binary_data=self._binary_data,
+            in_regions=in_regions,
         )
         headers = {} if header_length is None else {HEADER_LENGTH_HEADER: str(header_length)}
         status, data, response_headers = await self._request(
@@ -100,6 +113,19 @@ class HTTPClient(BaseClient):
         length = response_headers.get(HEADER_LENGTH_HEADER)
         _, results = infer.decode_response(data, int(length) if length is not None else None)
         return results
+
+    async def _register_region(self, name: str, key: str, byte_size: int) -> None:
+        body = dumps({"key": key, "offset": 0, "byte_size": byte_size})
+        path = f"/v2/systemsharedmemory/region/{quote(name, safe='')}/register"
+        status, data, _ = await self._request("POST", path, body, _JSON)
+        if status != 200:
+            raise _error(status, data)
+
+    async def _unregister_region(self, name: str) -> None:
+        path = f"/v2/systemsharedmemory/region/{quote(name, safe='')}/unregister"
+        status, data, _ = await self._request("POST", path)
+        if status != 200:
+            raise _error(status, data)
 
     async def _get(
         self, what: str, model: str | None = None, version: int | str | None = None

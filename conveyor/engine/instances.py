@@ -115,6 +115,9 @@ class ThreadInstances:
         while (work := self._take()) is not None:
             if not timed:
                 self._execute(instance.model, work)
+                # Not held while waiting for the next batch: its inputs may be views of a
+                # client's shared-memory region, which is unmapped once nothing views it.
+                del work
                 continue
             with self._lock:
                 instance.batch, instance.started = work, time.monotonic()
@@ -125,6 +128,7 @@ class ThreadInstances:
                     recovered = instance.stuck
                     instance.batch, instance.stuck = None, False
                     self.all_stuck = False
+                del work
                 if recovered:
                     log.warning(
                         "%s: instance %d returned from its overrun execution after %.1f s; "

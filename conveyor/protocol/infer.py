@@ -21,6 +21,7 @@ import numpy as np
 
 from conveyor.errors import InvalidInput
 from conveyor.protocol import binary, json_codec
+from conveyor.protocol import shared_memory as shm
 from conveyor.protocol.datatypes import DATATYPES, datatype_of, is_datatype
 from conveyor.protocol.parameters import (
     RequestOptions,
@@ -42,6 +43,8 @@ class InferRequest:
     options: RequestOptions
     # Requested outputs to answer as their top-k classes (the classification extension).
     classifications: dict[str, int] | None = None
+    # Inputs and requested outputs that live in registered shared-memory regions.
+    shared_memory: shm.SharedMemoryUse = dataclasses.field(default_factory=shm.SharedMemoryUse)
 
     def wants_binary(self, name: str) -> bool:
         if self.binary_outputs is not None:
@@ -61,16 +64,23 @@ def decode_request(body: binary.BytesLike, header_length: int | None) -> InferRe
     if request_id is not None and not isinstance(request_id, str):
         raise InvalidInput(f"request 'id' must be a string, got {request_id!r}")
     options = request_options(header.get("parameters"))
-    inputs = _decode_tensors(header.get("inputs"), tail, "inputs", "input")
-    outputs, binary_outputs, classifications = _requested_outputs(header.get("outputs"))
+    in_regions = shm.SharedMemoryUse()
+    inputs = _decode_tensors(header.get("inputs"), tail, "inputs", "input", in_regions)
+    outputs, binary_outputs, classifications = _requested_outputs(header.get("outputs"), in_regions)
     return InferRequest(
-        request_id, inputs, outputs, binary_outputs, options, classifications or None
+        request_id, inputs, outputs, binary_outputs, options, classifications or None, in_regions
     )
 
 
 def _decode_tensors(
-    raw: Any, tail: binary.BytesLike, field: str, noun: str
+    raw: Any,
+    tail: binary.BytesLike,
+    field: str,
+    noun: str,
+    in_regions: shm.SharedMemoryUse | None = None,
 ) -> dict[str, np.ndarray]:
+    """The tensors of ``raw``; with ``in_regions``, those whose parameters place them in a
+    shared-memory region go there instead (their bytes are read by the data plane)."""
     if not isinstance(raw, list):
         raise InvalidInput(f"'{field}' must be a list of tensors, got {_kind(raw)}")
     reader = binary.TailReader(tail)
@@ -78,7 +88,7 @@ def _decode_tensors(
     for index, tensor in enumerate(raw):
         name, datatype, parameters = json_codec.tensor_fields(tensor, f"{field}[{index}]")
         where = f"{noun} {name!r}"
-        if name in tensors:
+        if name in tensors or (in_regions is not None and name in in_regions.inputs):
             raise InvalidInput(f"{where} appears more than once in '{field}'")
         if not is_datatype(datatype):
             raise InvalidInput(
@@ -87,6 +97,15 @@ def _decode_tensors(
         shape = json_codec.parse_shape(tensor.get("shape"), where)
         if parameters:
             check_tensor_parameters(parameters, where)
+            if in_regions is not None:
+                located = shm.location(parameters, where)
+                if located is not None:
+                    if "data" in tensor or "binary_data_size" in parameters:
+                        raise InvalidInput(
+                            f"{where} is in shared memory and also carries data; send one"
+                        )
+                    in_regions.inputs[name] = shm.InputInRegion(located, datatype, shape)
+                    continue
         size = parameters.get("binary_data_size") if parameters else None
         if size is not None:
             if type(size) is not int or size < 0:
@@ -104,7 +123,7 @@ def _decode_tensors(
 
 
 def _requested_outputs(
-    raw: Any,
+    raw: Any, in_regions: shm.SharedMemoryUse
 ) -> tuple[list[str] | None, dict[str, bool] | None, dict[str, int] | None]:
     if raw is None:
         return None, None, None
@@ -125,6 +144,9 @@ def _requested_outputs(
             if not isinstance(parameters, dict):
                 raise InvalidInput(f"{where}: 'parameters' must be an object")
             check_tensor_parameters(parameters, where, output=True)
+            located = shm.location(parameters, where)
+            if located is not None:
+                in_regions.outputs[name] = located
             if "binary_data" in parameters:
                 chosen[name] = flag(parameters, "binary_data", f"{where} parameter")
             count = classification_count(parameters, where)
@@ -154,10 +176,15 @@ def encode_response_parts(
     """
     outputs: list[dict[str, Any]] = []
     buffers: list[binary.Chunk] = []
+    in_regions = request.shared_memory.outputs
     for name, array in results.items():
         datatype = datatype_of(array.dtype)
         entry: dict[str, Any] = {"name": name, "datatype": datatype, "shape": array.shape}
-        if request.wants_binary(name):
+        located = in_regions.get(name)
+        if located is not None:
+            # Written into the region by the data plane: answered with where, not what.
+            entry["parameters"] = located.parameters()
+        elif request.wants_binary(name):
             chunk = binary.tensor_bytes(array, datatype)
             entry["parameters"] = {"binary_data_size": len(chunk)}
             buffers.append(chunk)
@@ -181,8 +208,13 @@ def encode_request(
     request_id: str | None = None,
     parameters: Mapping[str, Any] | None = None,
     binary_data: bool = True,
+    in_regions: Mapping[str, shm.InputInRegion] | None = None,
 ) -> tuple[bytes, int | None]:
-    """A request body from numpy inputs; binary tensors in and out unless told otherwise."""
+    """A request body from numpy inputs; binary tensors in and out unless told otherwise.
+
+    ``in_regions``: more inputs, already in registered shared-memory regions (sent as
+    their location only).
+    """
     tensors: list[dict[str, Any]] = []
     buffers: list[binary.Chunk] = []
     for name, value in inputs.items():
@@ -196,6 +228,15 @@ def encode_request(
         else:
             entry["data"] = json_codec.encode_data(array, datatype, f"input {name!r}")
         tensors.append(entry)
+    for name, placed in (in_regions or {}).items():
+        tensors.append(
+            {
+                "name": name,
+                "shape": placed.shape,
+                "datatype": placed.datatype,
+                "parameters": placed.location.parameters(),
+            }
+        )
     request: dict[str, Any] = {}
     if request_id is not None:
         request["id"] = request_id

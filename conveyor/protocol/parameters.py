@@ -12,7 +12,7 @@ Units differ on purpose and are converted only here:
 - ``timeout``: microseconds on the wire (0 = none), seconds in the engine (None = none).
 
 Unknown parameters are ignored. Reserved ones that this server does not implement
-(sequence batching, shared memory, classification of an input) are refused with a clear error rather
+(sequence batching, classification of an input) are refused with a clear error rather
 than silently ignored, because ignoring them would return a wrong answer.
 """
 
@@ -32,12 +32,8 @@ INPUT_PARAMETERS = ("binary_data_size",)
 OUTPUT_PARAMETERS = ("binary_data", "classification")
 # Reserved by Triton's extensions that we do not implement: refused, never ignored.
 UNSUPPORTED_REQUEST_PARAMETERS = ("sequence_id", "sequence_start", "sequence_end")
-UNSUPPORTED_TENSOR_PARAMETERS = (
-    "shared_memory_region",
-    "shared_memory_byte_size",
-    "shared_memory_offset",
-    "classification",
-)
+# (The shared_memory_* tensor parameters are read by conveyor.protocol.shared_memory.)
+UNSUPPORTED_TENSOR_PARAMETERS = ("classification",)
 
 
 def engine_priority(wire: int) -> int:
@@ -115,8 +111,10 @@ def check_tensor_parameters(
     (classification is implemented for a requested ``output``, not for an input)."""
     for key in UNSUPPORTED_TENSOR_PARAMETERS:
         if key in parameters and not (output and key == "classification"):
-            what = "classification" if key == "classification" else "shared memory"
-            raise Unsupported(f"{where}: parameter {key!r} asks for {what}, which is not supported")
+            raise Unsupported(
+                f"{where}: parameter {key!r} asks for classification of an input, which is "
+                "not supported (it applies to requested outputs)"
+            )
 
 
 def classification_count(parameters: Mapping[str, Any], where: str) -> int | None:

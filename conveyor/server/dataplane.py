@@ -17,11 +17,14 @@ Nothing here blocks the event loop: ``infer`` returns the engine's future at onc
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from conveyor.errors import DeadlineExceeded, InvalidInput, ModelNotReady, Unavailable
+from conveyor.errors import DeadlineExceeded, InvalidInput, ModelNotReady, Unavailable, Unsupported
+from conveyor.futures import InferFuture, Outputs
 from conveyor.protocol import metadata
+from conveyor.server import shared_memory as shm
 from conveyor.server.classified import ClassificationPlan, classified
 
 if TYPE_CHECKING:
@@ -29,11 +32,16 @@ if TYPE_CHECKING:
 
     from conveyor.engine import Engine
     from conveyor.engine.engine import ModelInfo
-    from conveyor.futures import InferFuture
     from conveyor.protocol.parameters import RequestOptions
+    from conveyor.protocol.shared_memory import SharedMemoryUse
     from conveyor.server.metrics import LatencyHistograms
 
 STARTING = "the server is starting: models are still loading"
+SYSTEM_SHARED_MEMORY = "system_shared_memory"
+NO_CUDA = (
+    "CUDA shared memory is not supported on this server (no GPU); use system shared memory "
+    "or send tensors in the request"
+)
 
 
 class DataPlane:
@@ -52,13 +60,21 @@ class DataPlane:
         strict_readiness: bool = True,
         extensions: tuple[str, ...] = metadata.EXTENSIONS,
         histograms: LatencyHistograms | None = None,
+        shared_memory: shm.SharedMemoryRegistry | None = None,
+        shared_memory_off: str = "it was not enabled",
     ) -> None:
+        """``shared_memory``: the registry of system shared-memory regions, None when the
+        extension is off (``shared_memory_off`` then says why, in the errors)."""
         # The server starts with none and sets it once the models are loaded; an app that
         # embeds the routes passes its engine here.
         self.engine: Engine | None = engine
         self.draining = False  # set by the server on SIGTERM
         self.strict_readiness = strict_readiness
         self.histograms = histograms
+        self.shared_memory = shared_memory
+        self._shared_memory_off = shared_memory_off
+        if shared_memory is not None:
+            extensions = (*extensions, SYSTEM_SHARED_MEMORY)
         self._server_metadata = metadata.server_metadata(version, extensions)
 
     def _engine(self) -> Engine:
@@ -164,6 +180,36 @@ class DataPlane:
             None, engine.unload_model, _required_name(name)
         )
 
+    # -- shared memory ----------------------------------------------------------------------
+
+    def _regions(self) -> shm.SharedMemoryRegistry:
+        registry = self.shared_memory
+        if registry is None:
+            raise Unsupported(f"shared memory is off on this server: {self._shared_memory_off}")
+        return registry
+
+    def register_system_shared_memory(
+        self, name: str, key: str, offset: int, byte_size: int
+    ) -> None:
+        self._regions().register(name, key, offset, byte_size)
+
+    def unregister_system_shared_memory(self, name: str | None) -> None:
+        """Unregister region ``name`` (None or empty: every region)."""
+        self._regions().unregister(name or None)
+
+    def system_shared_memory_status(self, name: str | None) -> list[dict[str, Any]]:
+        """Triton's status entries: every region (``name`` None or empty), or one."""
+        return self._regions().status(name or None)
+
+    def cuda_shared_memory(self) -> None:
+        """Every CUDA shared-memory call: this server has no GPU."""
+        raise Unsupported(NO_CUDA)
+
+    def close(self) -> None:
+        """At shutdown, after the engine: release every shared-memory region."""
+        if self.shared_memory is not None:
+            self.shared_memory.close()
+
     # -- inference --------------------------------------------------------------------------
 
     def infer(
@@ -177,6 +223,7 @@ class DataPlane:
         request_id: str | None,
         classifications: Mapping[str, int] | None = None,
         wait_limit: float | None = None,
+        shared_memory: SharedMemoryUse | None = None,
     ) -> InferFuture:
         """Submit one request; return its future at once (``future.model_version`` names
         the version serving it). Raises for a request the engine refuses.
@@ -185,8 +232,22 @@ class DataPlane:
         classification extension), output name -> k; see ``classified.py``.
 
         ``wait_limit``: seconds the caller will still wait for the answer (a gRPC deadline);
-        the request's own timeout never runs past it.
+        the request's own timeout never runs past it. ``shared_memory``: inputs to read from,
+        and outputs to write into, registered regions (the future completes once the outputs
+        are written; its results still hold them, for the response's shapes).
         """
+        if shared_memory:
+            return self._infer_in_regions(
+                shared_memory,
+                model,
+                version,
+                inputs,
+                outputs=outputs,
+                options=options,
+                request_id=request_id,
+                classifications=classifications,
+                wait_limit=wait_limit,
+            )
         engine = self.engine
         if engine is None:
             raise Unavailable(STARTING)
@@ -209,6 +270,62 @@ class DataPlane:
             request_id=request_id,
         )
         return future if plan is None else classified(future, plan)
+
+    def _infer_in_regions(
+        self,
+        use: SharedMemoryUse,
+        model: str,
+        version: str | None,
+        inputs: Mapping[str, np.ndarray],
+        **submit: Any,
+    ) -> InferFuture:
+        """:meth:`infer` with tensors in shared memory: regions held from here until the
+        outputs are written, inputs as read-only views of them (no copy)."""
+        names = {t.location.region for t in use.inputs.values()}
+        names.update(located.region for located in use.outputs.values())
+        lease = self._regions().lease(names, "infer")
+        try:
+            resolved = dict(inputs)
+            for name, tensor in use.inputs.items():
+                resolved[name] = shm.read_input(lease, name, tensor)
+            inner = self.infer(model, version, resolved, **submit)
+        except BaseException:
+            lease.release()
+            raise
+        outer = InferFuture()
+        outer.request_id = inner.request_id
+        outer.model_name = inner.model_name
+        outer.model_version = inner.model_version
+
+        def written(done: concurrent.futures.Future[Outputs]) -> None:
+            # On the engine thread that completed the request, never the event loop.
+            try:
+                if done.cancelled():
+                    outer.cancel()
+                    return
+                error = done.exception()
+                if error is not None:
+                    outer.set_exception(error)
+                    return
+                results = done.result()
+                for name, located in use.outputs.items():
+                    array = results.get(name)
+                    if array is not None:
+                        shm.write_output(lease, name, array, located)
+                outer.set_result(results)
+            except Exception as exc:
+                if not outer.done():
+                    outer.set_exception(exc)
+            finally:
+                lease.release()
+
+        def dropped(done: concurrent.futures.Future[Outputs]) -> None:
+            if done.cancelled():
+                inner.cancel()  # the caller cancelled: drop the request if still queued
+
+        outer.add_done_callback(dropped)
+        inner.add_done_callback(written)
+        return outer
 
     def observe_latency(self, future: InferFuture, seconds: float, protocol: str) -> None:
         """Record an answered request's latency (request read -> response built)."""

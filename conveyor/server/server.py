@@ -30,6 +30,7 @@ from conveyor.server.http.routes import V2Routes
 from conveyor.server.metrics import LatencyHistograms
 from conveyor.server.metrics_port import metrics_front_end
 from conveyor.server.settings import Settings
+from conveyor.server.shared_memory import SharedMemoryRegistry
 from conveyor.server.tls import server_context
 
 log = logging.getLogger("conveyor.server")
@@ -50,11 +51,14 @@ class Server:
         self.should_exit = False
         self.force_exit = False
         self.histograms = LatencyHistograms()
+        shared_memory_off = settings.shared_memory_off()
         # The engine (once loaded), readiness and every answer, shared by every front end.
         self.data_plane = DataPlane(
             version=__version__,
             strict_readiness=settings.strict_readiness,
             histograms=self.histograms,
+            shared_memory=SharedMemoryRegistry() if shared_memory_off is None else None,
+            shared_memory_off=shared_memory_off or "",
         )
         self.routes = V2Routes(self.data_plane)
         self.front_ends: list[FrontEnd] = []
@@ -181,6 +185,7 @@ class Server:
         if engine is not None:
             loop = asyncio.get_running_loop()
             await loop.run_in_executor(None, engine.close, timeout)
+        self.data_plane.close()  # every shared-memory region: unmapped, descriptors closed
         for front_end in self.front_ends:
             if front_end not in serving:
                 with contextlib.suppress(Exception):

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import enum
+import ipaddress
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -33,6 +35,14 @@ AUTH_TOKEN_ENV = "CONVEYOR_AUTH_TOKEN"
 
 
 _option = options.option
+
+
+class SharedMemoryMode(enum.StrEnum):
+    """Whether clients may pass tensors in system shared memory (Triton's extension)."""
+
+    AUTO = "auto"  # on when the server listens on loopback only (its clients are local)
+    SYSTEM = "system"  # on, whatever the host
+    OFF = "off"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -142,6 +152,14 @@ class Settings:
         default=DEFAULT_HTTP_KEEP_ALIVE_S,
         metadata=_option("seconds an idle HTTP connection is kept open before it is closed"),
     )
+    shared_memory: SharedMemoryMode = dataclasses.field(
+        default=SharedMemoryMode.AUTO,
+        metadata=_option(
+            "system shared memory (Triton's extension: tensors passed in /dev/shm regions "
+            "the client registers): auto turns it on when --host is a loopback address, "
+            "system turns it on, off turns it off"
+        ),
+    )
 
     def __post_init__(self) -> None:
         try:  # a plain string (as from the command line or a caller) becomes the enum member
@@ -150,6 +168,13 @@ class Settings:
             raise ValueError(
                 f"model_control must be one of {', '.join(ModelControl)}, "
                 f"got {self.model_control!r}"
+            ) from None
+        try:
+            object.__setattr__(self, "shared_memory", SharedMemoryMode(self.shared_memory))
+        except ValueError:
+            raise ValueError(
+                f"shared_memory must be one of {', '.join(SharedMemoryMode)}, "
+                f"got {self.shared_memory!r}"
             ) from None
         for name in ("http_port", "grpc_port", "metrics_port"):
             port = getattr(self, name)
@@ -180,12 +205,35 @@ class Settings:
             if path is not None and not os.path.isfile(path):
                 raise ValueError(f"--{name.replace('_', '-')} {path!r} is not a file")
 
+    def shared_memory_off(self) -> str | None:
+        """None when system shared memory is on; otherwise why it is off (for errors)."""
+        if self.shared_memory is SharedMemoryMode.SYSTEM:
+            return None
+        if self.shared_memory is SharedMemoryMode.OFF:
+            return "it was started with --shared-memory off"
+        if is_loopback(self.host):
+            return None
+        return (
+            f"it listens on {self.host}, not only on loopback, so its clients may be on "
+            "other machines; start it with --shared-memory system to turn it on"
+        )
+
     def with_environment(self, environ: Mapping[str, str]) -> Settings:
         """These settings with the token from ``$CONVEYOR_AUTH_TOKEN`` when none was given."""
         token = environ.get(AUTH_TOKEN_ENV)
         if self.auth_token is None and token:
             return dataclasses.replace(self, auth_token=token)
         return self
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (an address or 'localhost') reaches this machine only."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _valid_token(token: str) -> bool:

@@ -215,10 +215,7 @@ def test_header_length_past_the_body() -> None:
     assert parse_header_length(None, 3) is None
 
 
-@pytest.mark.parametrize(
-    "parameters",
-    [{"shared_memory_region": "r"}, {"classification": 3}],
-)
+@pytest.mark.parametrize("parameters", [{"classification": 3}])
 def test_unsupported_extensions_are_refused(parameters: dict) -> None:
     with pytest.raises(Unsupported):
         infer.decode_request(
@@ -251,3 +248,30 @@ def test_json_64_bit_integers_are_exact() -> None:
         infer.decode_request(request_body(tensor("INT64", [2], data=[2**63, -1])), None)
     with pytest.raises(InvalidInput, match="must be integers"):
         infer.decode_request(request_body(tensor("UINT64", [2], data=[2**64 - 1, 0.5])), None)
+
+
+def test_shared_memory_tensors_are_located_not_decoded() -> None:
+    where = {"shared_memory_region": "r", "shared_memory_byte_size": 8, "shared_memory_offset": 4}
+    body = request_body(
+        tensor("FP32", [2], parameters=where),
+        outputs=[{"name": "y", "parameters": {**where, "shared_memory_offset": 0}}],
+    )
+    decoded = infer.decode_request(body, None)
+    assert decoded.inputs == {}
+    placed = decoded.shared_memory.inputs["x"]
+    assert (placed.location.region, placed.location.byte_size, placed.location.offset) == (
+        "r",
+        8,
+        4,
+    )
+    assert placed.datatype == "FP32" and placed.shape == (2,)
+    assert decoded.shared_memory.outputs["y"].parameters() == {
+        "shared_memory_region": "r",
+        "shared_memory_byte_size": 8,
+    }
+    with pytest.raises(InvalidInput, match="shared_memory_byte_size"):
+        infer.decode_request(
+            request_body(tensor("FP32", [2], parameters={"shared_memory_region": "r"})), None
+        )
+    with pytest.raises(InvalidInput, match="also carries data"):
+        infer.decode_request(request_body(tensor("FP32", [2], data=[1, 2], parameters=where)), None)

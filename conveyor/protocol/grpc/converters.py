@@ -22,6 +22,7 @@ import numpy as np
 
 from conveyor.errors import InvalidInput
 from conveyor.protocol import binary, bytes_codec
+from conveyor.protocol import shared_memory as shm
 from conveyor.protocol.datatypes import (
     BYTES,
     DATATYPES,
@@ -93,6 +94,8 @@ class InferCall:
     request_id: str
     # Requested outputs to answer as their top-k classes (the classification extension).
     classifications: dict[str, int] | None = None
+    # Inputs and requested outputs that live in registered shared-memory regions.
+    shared_memory: shm.SharedMemoryUse = dataclasses.field(default_factory=shm.SharedMemoryUse)
 
 
 def infer_call(
@@ -110,6 +113,7 @@ def infer_call(
         if request.parameters
         else DEFAULT_OPTIONS
     )
+    in_regions = shm.SharedMemoryUse()
     outputs = None
     classifications: dict[str, int] = {}
     if request.outputs:
@@ -122,38 +126,56 @@ def infer_call(
                 count = classification_count(values, where)
                 if count is not None:
                     classifications[output.name] = count
+                located = shm.location(values, where)
+                if located is not None:
+                    in_regions.outputs[output.name] = located
             outputs.append(output.name)
     return InferCall(
         model=request.model_name,
         version=request.model_version or None,
-        inputs=decode_inputs(request, raw),
+        inputs=decode_inputs(request, raw, in_regions),
         outputs=outputs,
         options=options,
         request_id=request.id,
         classifications=classifications or None,
+        shared_memory=in_regions,
     )
 
 
 def decode_inputs(
-    request: pb.ModelInferRequest, raw: Sequence[bytes | memoryview] | None = None
+    request: pb.ModelInferRequest,
+    raw: Sequence[bytes | memoryview] | None = None,
+    in_regions: shm.SharedMemoryUse | None = None,
 ) -> dict[str, np.ndarray]:
+    """The request's inputs; with ``in_regions``, those whose parameters place them in a
+    shared-memory region go there instead and take no raw_input_contents buffer (as
+    Triton's clients send them)."""
     tensors = request.inputs
     if raw is None:
         raw = request.raw_input_contents
-    if raw and len(raw) != len(tensors):
-        raise InvalidInput(
-            f"the request has {len(tensors)} inputs but {len(raw)} raw_input_contents "
-            "buffers; expected one buffer per input, in the order of 'inputs'"
-        )
     decoded: dict[str, np.ndarray] = {}
-    for index, tensor in enumerate(tensors):
+    index = -1  # the raw buffer of the last input sent on the wire
+    for tensor in tensors:
         name = tensor.name
-        if name in decoded:
+        if name in decoded or (in_regions is not None and name in in_regions.inputs):
             raise InvalidInput(f"input {name!r} appears more than once in the request")
-        if tensor.parameters:
-            check_tensor_parameters(parameter_values(tensor.parameters), f"input {name!r}")
         shape = check_shape(tuple(tensor.shape), f"input {name!r}")
+        if tensor.parameters:
+            values = parameter_values(tensor.parameters)
+            check_tensor_parameters(values, f"input {name!r}")
+            located = shm.location(values, f"input {name!r}") if in_regions is not None else None
+            if located is not None:
+                if tensor.HasField("contents"):
+                    raise InvalidInput(
+                        f"input {name!r} is in shared memory and also has contents; send one"
+                    )
+                assert in_regions is not None
+                in_regions.inputs[name] = shm.InputInRegion(located, tensor.datatype, shape)
+                continue
+        index += 1
         if raw:
+            if index >= len(raw):
+                raise _raw_count_mismatch(tensors, raw, in_regions)
             if tensor.HasField("contents"):
                 raise InvalidInput(
                     f"input {name!r} has typed contents but the request also uses "
@@ -164,7 +186,20 @@ def decode_inputs(
             decoded[name] = raw_tensor(raw[index], tensor.datatype, shape, where)
         else:
             decoded[name] = typed_tensor(tensor, shape)
+    if raw and index + 1 != len(raw):
+        raise _raw_count_mismatch(tensors, raw, in_regions)
     return decoded
+
+
+def _raw_count_mismatch(
+    tensors: Sequence[Any], raw: Sequence[Any], in_regions: shm.SharedMemoryUse | None
+) -> InvalidInput:
+    in_memory = len(in_regions.inputs) if in_regions is not None else 0
+    sent = f"{len(tensors) - in_memory} inputs outside shared memory" if in_memory else ""
+    return InvalidInput(
+        f"the request has {sent or f'{len(tensors)} inputs'} but {len(raw)} raw_input_contents "
+        "buffers; expected one buffer per input sent on the wire, in the order of 'inputs'"
+    )
 
 
 def raw_tensor(
@@ -242,41 +277,73 @@ def parameter_values(parameters: Mapping[str, pb.InferParameter]) -> dict[str, A
 
 
 def infer_response(
-    model: str, version: str, request_id: str, outputs: Mapping[str, np.ndarray]
+    model: str,
+    version: str,
+    request_id: str,
+    outputs: Mapping[str, np.ndarray],
+    in_regions: Mapping[str, shm.Location] | None = None,
 ) -> pb.ModelInferResponse:
-    """The engine's outputs as a response message, every tensor in raw_output_contents."""
-    response, buffers = response_parts(model, version, request_id, outputs)
+    """The engine's outputs as a response message, every tensor in raw_output_contents
+    (but those written into shared memory: see :func:`response_parts`)."""
+    response, buffers = response_parts(model, version, request_id, outputs, in_regions)
     response.raw_output_contents.extend(bytes(buffer) for buffer in buffers)
     return response
 
 
 def infer_response_bytes(
-    model: str, version: str, request_id: str, outputs: Mapping[str, np.ndarray]
+    model: str,
+    version: str,
+    request_id: str,
+    outputs: Mapping[str, np.ndarray],
+    in_regions: Mapping[str, shm.Location] | None = None,
 ) -> bytes:
     """:func:`infer_response`, serialized, each tensor copied once (straight from numpy)."""
-    response, buffers = response_parts(model, version, request_id, outputs)
+    response, buffers = response_parts(model, version, request_id, outputs, in_regions)
     return wire.join_raw(response, wire.RAW_OUTPUT_FIELD, buffers)
 
 
 def stream_response_bytes(
-    model: str, version: str, request_id: str, outputs: Mapping[str, np.ndarray]
+    model: str,
+    version: str,
+    request_id: str,
+    outputs: Mapping[str, np.ndarray],
+    in_regions: Mapping[str, shm.Location] | None = None,
 ) -> bytes:
     """A serialized ModelStreamInferResponse holding :func:`infer_response`; tensors copied once."""
-    response, buffers = response_parts(model, version, request_id, outputs)
+    response, buffers = response_parts(model, version, request_id, outputs, in_regions)
     return wire.join_raw(response, wire.RAW_OUTPUT_FIELD, buffers, within=STREAM_RESPONSE_FIELD)
 
 
 def response_parts(
-    model: str, version: str, request_id: str, outputs: Mapping[str, np.ndarray]
+    model: str,
+    version: str,
+    request_id: str,
+    outputs: Mapping[str, np.ndarray],
+    in_regions: Mapping[str, shm.Location] | None = None,
 ) -> tuple[pb.ModelInferResponse, list[Any]]:
-    """The response without its raw contents, and each output's wire bytes, in order."""
+    """The response without its raw contents, and each output's wire bytes, in order.
+
+    Outputs written into shared memory (``in_regions``) carry its parameters and no bytes,
+    and come after every other output: tritonclient's ``as_numpy`` pairs the i-th output
+    with the i-th raw_output_contents buffer, so the outputs with a buffer go first.
+    """
     response = pb.ModelInferResponse(model_name=model, model_version=version, id=request_id)
     add_output = response.outputs.add
     buffers = []
     for name, array in outputs.items():
+        if in_regions and name in in_regions:
+            continue
         datatype = datatype_of(array.dtype)
         add_output(name=name, datatype=datatype, shape=array.shape)
         buffers.append(binary.tensor_bytes(array, datatype))
+    if in_regions:
+        for name, located in in_regions.items():
+            written = outputs.get(name)
+            if written is None:
+                continue
+            tensor = add_output(name=name, datatype=datatype_of(written.dtype), shape=written.shape)
+            for key, value in located.parameters().items():
+                set_parameter(tensor.parameters, key, value)
     return response, buffers
 
 
@@ -339,6 +406,8 @@ def decode_outputs(
     outputs: dict[str, np.ndarray] = {}
     for index, tensor in enumerate(response.outputs):
         shape = tuple(tensor.shape)
+        if shm.REGION in tensor.parameters:
+            continue  # written into the caller's shared-memory region, not sent
         if index < len(raw):
             where = f"output {tensor.name!r} (raw_output_contents[{index}])"
             outputs[tensor.name] = raw_tensor(raw[index], tensor.datatype, shape, where)

@@ -12,7 +12,6 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import grpc
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError, Message
 
@@ -66,14 +65,14 @@ class InferenceServicer:
             "ServerLive", "ServerReady", "ModelReady", "ServerMetadata", "ModelMetadata",
             "ModelConfig", "ModelStatistics", "ModelInfer", "ModelStreamInfer",
             "RepositoryIndex", "RepositoryModelLoad", "RepositoryModelUnload",
+            "SystemSharedMemoryStatus", "SystemSharedMemoryRegister",
+            "SystemSharedMemoryUnregister",
         )  # fmt: skip
         handlers: dict[str, Callable[..., Any]] = {name: getattr(self, name) for name in names}
         for name in (
-            "SystemSharedMemoryStatus", "SystemSharedMemoryRegister",
-            "SystemSharedMemoryUnregister", "CudaSharedMemoryStatus",
-            "CudaSharedMemoryRegister", "CudaSharedMemoryUnregister",
+            "CudaSharedMemoryStatus", "CudaSharedMemoryRegister", "CudaSharedMemoryUnregister",
         ):  # fmt: skip
-            handlers[name] = self._shared_memory
+            handlers[name] = self._cuda_shared_memory
         return handlers
 
     # -- inference ------------------------------------------------------------------------
@@ -100,7 +99,11 @@ class InferenceServicer:
                 future.cancel()
                 raise
             response = converters.infer_response_bytes(
-                call.model, future.model_version or "", call.request_id, outputs
+                call.model,
+                future.model_version or "",
+                call.request_id,
+                outputs,
+                call.shared_memory.outputs,
             )
             self.data.observe_latency(future, self._clock() - started, "grpc")
             return response
@@ -117,6 +120,7 @@ class InferenceServicer:
             request_id=call.request_id or None,
             classifications=call.classifications,
             wait_limit=context.time_remaining(),  # the client's deadline bounds the request
+            shared_memory=call.shared_memory,
         )
 
     async def ModelStreamInfer(
@@ -252,11 +256,42 @@ class InferenceServicer:
         await self.data.unload(request.model_name)
         return pb.RepositoryModelUnloadResponse()
 
-    async def _shared_memory(self, request: Message, context: Context) -> Any:
-        await context.abort(
-            grpc.StatusCode.UNIMPLEMENTED,
-            "shared memory is not supported by this server yet; send tensors in raw_input_contents",
+    # -- shared memory --------------------------------------------------------------------
+
+    @answering_errors
+    async def SystemSharedMemoryStatus(
+        self, request: pb.SystemSharedMemoryStatusRequest, context: Context
+    ) -> Any:
+        response = pb.SystemSharedMemoryStatusResponse()
+        for entry in self.data.system_shared_memory_status(request.name or None):
+            response.regions[entry["name"]].CopyFrom(
+                pb.SystemSharedMemoryStatusResponse.RegionStatus(**entry)
+            )
+        return response
+
+    @answering_errors
+    async def SystemSharedMemoryRegister(
+        self, request: pb.SystemSharedMemoryRegisterRequest, context: Context
+    ) -> Any:
+        if not request.key:
+            raise InvalidInput(
+                f"register {request.name!r}: 'key' must name the shared memory object"
+            )
+        self.data.register_system_shared_memory(
+            request.name, request.key, request.offset, request.byte_size
         )
+        return pb.SystemSharedMemoryRegisterResponse()
+
+    @answering_errors
+    async def SystemSharedMemoryUnregister(
+        self, request: pb.SystemSharedMemoryUnregisterRequest, context: Context
+    ) -> Any:
+        self.data.unregister_system_shared_memory(request.name or None)
+        return pb.SystemSharedMemoryUnregisterResponse()
+
+    @answering_errors
+    async def _cuda_shared_memory(self, request: Message, context: Context) -> Any:
+        self.data.cuda_shared_memory()
 
 
 Received = tuple[pb.ModelInferRequest, Sequence[bytes | memoryview]]
@@ -294,7 +329,7 @@ def _stream_response(
     if error is None:
         try:
             return converters.stream_response_bytes(
-                call.model, version, call.request_id, future.result()
+                call.model, version, call.request_id, future.result(), call.shared_memory.outputs
             )
         except Exception as exc:
             error = exc

@@ -74,6 +74,8 @@ class V2Routes:
             return self._server_ready()
         if route == "openapi.json" and method == "GET":
             return 200, self._openapi, JSON
+        if len(parts) >= 4 and parts[2] in ("systemsharedmemory", "cudasharedmemory"):
+            return self._shared_memory(method, parts, path, await read_body())
         if route == "repository/index" and method == "POST":
             return self._repository_index(await read_body())
         if (
@@ -131,6 +133,40 @@ class V2Routes:
             await self.data.unload(model)
         return EMPTY_OK
 
+    # -- shared memory --------------------------------------------------------------------
+
+    def _shared_memory(self, method: str, parts: list[str], path: str, body: bytes) -> Reply:
+        """``/v2/{system,cuda}sharedmemory/[region/NAME/]{status,register,unregister}``."""
+        action = parts[-1]
+        if len(parts) == 4:
+            name = None
+        elif len(parts) >= 6 and parts[3] == "region":
+            # A name with a '/' in it (sent as %2F) is refused by the registry, by name.
+            name = "/".join(parts[4:-1])
+        else:
+            raise NotFoundRoute(f"no route {method} {path}")
+        expected = {"status": "GET", "register": "POST", "unregister": "POST"}.get(action)
+        if expected != method or (action == "register" and name is None):
+            raise NotFoundRoute(f"no route {method} {path}")
+        if parts[2] == "cudasharedmemory":
+            self.data.cuda_shared_memory()
+        if action == "status":
+            return 200, dumps(self.data.system_shared_memory_status(name)), JSON
+        if action == "unregister":
+            self.data.unregister_system_shared_memory(name)
+            return EMPTY_OK
+        assert name is not None
+        request = _json_object(body, "register request")
+        key = request.get("key")
+        if not isinstance(key, str) or not key:
+            raise InvalidInput(
+                f"register {name!r}: 'key' must name the shared memory object, e.g. '/{name}'"
+            )
+        offset = _size(request, "offset", 0, name)
+        byte_size = _size(request, "byte_size", None, name)
+        self.data.register_system_shared_memory(name, key, offset, byte_size)
+        return EMPTY_OK
+
     # -- inference ------------------------------------------------------------------------
 
     def begin_infer(
@@ -151,6 +187,7 @@ class V2Routes:
             options=request.options,
             request_id=request.id,
             classifications=request.classifications,
+            shared_memory=request.shared_memory,
         )
         return PendingInfer(future, model, request, started, self)
 
@@ -210,6 +247,13 @@ def _model_and_version(parts: list[str], path: str) -> tuple[str, str | None]:
     if len(parts) == 7 and parts[3] and parts[4] == "versions" and parts[5]:
         return parts[3], parts[5]
     raise NotFoundRoute(f"no route {path!r}")
+
+
+def _size(request: dict[str, Any], field: str, default: int | None, region: str) -> int:
+    value = request.get(field, default)
+    if type(value) is not int or value < 0:
+        raise InvalidInput(f"register {region!r}: {field!r} must be an integer >= 0, got {value!r}")
+    return value
 
 
 def _json_object(body: bytes, what: str) -> dict[str, Any]:

@@ -52,11 +52,15 @@ GOOD: dict[str, tuple[Any, str]] = {
     # Parsed and answered on its merits: the model does not exist (nothing is changed).
     "RepositoryModelLoad": (pb.RepositoryModelLoadRequest(model_name="no-such"), "NOT_FOUND"),
     "RepositoryModelUnload": (pb.RepositoryModelUnloadRequest(model_name="no-such"), "NOT_FOUND"),
-    # Registered on purpose to say so, with a message.
+    # System shared memory is on (the server listens on loopback); an empty key is refused.
+    "SystemSharedMemoryStatus": (pb.SystemSharedMemoryStatusRequest(), "OK"),
+    "SystemSharedMemoryUnregister": (pb.SystemSharedMemoryUnregisterRequest(), "OK"),
+    "SystemSharedMemoryRegister": (pb.SystemSharedMemoryRegisterRequest(), "INVALID_ARGUMENT"),
+    # CUDA's: registered on purpose to say there is no GPU, with a message.
     **{
         name: (METHODS[name].request(), "UNIMPLEMENTED")
         for name in METHODS
-        if "SharedMemory" in name
+        if name.startswith("CudaSharedMemory")
     },
 }
 

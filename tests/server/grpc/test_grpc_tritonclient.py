@@ -207,17 +207,19 @@ def test_repository_index_ready_only(stub: Any) -> None:
     assert all(m.state == "READY" for m in ready.models)
 
 
-def test_shared_memory_rpcs_answer_unimplemented(client: Any) -> None:
+def test_cuda_shared_memory_rpcs_answer_unimplemented(client: Any) -> None:
+    # System shared memory is served (tests/server/shm); CUDA's has no GPU to use.
     for call in (
-        lambda: client.get_system_shared_memory_status(),
-        lambda: client.register_system_shared_memory("r", "/key", 64),
-        lambda: client.unregister_system_shared_memory(),
         lambda: client.get_cuda_shared_memory_status(),
         lambda: client.unregister_cuda_shared_memory(),
     ):
         status, message = status_of(call)
         assert status == "StatusCode.UNIMPLEMENTED"
-        assert "shared memory" in message
+        assert "CUDA shared memory is not supported on this server (no GPU)" in message
+    # An unknown key is a clear client error, not UNIMPLEMENTED any more.
+    status, message = status_of(lambda: client.register_system_shared_memory("r", "/key", 64))
+    assert status == "StatusCode.INVALID_ARGUMENT"
+    assert "shared memory" in message
 
 
 # -- inference: datatypes and contents -----------------------------------------------------
@@ -393,7 +395,8 @@ def test_unsupported_parameters_are_refused(stub: Any) -> None:
     expect(stub, request, grpc.StatusCode.UNIMPLEMENTED, "sequence")
     request = raw_tiny(bytes(64))
     request.inputs[0].parameters["shared_memory_region"].string_param = "r"
-    expect(stub, request, grpc.StatusCode.UNIMPLEMENTED, "shared memory")
+    # Shared memory is served now; a region with no byte size is a client error.
+    expect(stub, request, grpc.StatusCode.INVALID_ARGUMENT, "shared memory")
     request = raw_tiny(bytes(64))
     request.parameters["priority"].string_param = "high"
     expect(stub, request, grpc.StatusCode.INVALID_ARGUMENT, "priority")

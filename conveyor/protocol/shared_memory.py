@@ -1,0 +1,89 @@
+"""Tensors that live in a registered system shared-memory region: the request's side.
+
+Triton's shared-memory extension puts three parameters on an input or a requested output,
+over HTTP and gRPC alike: ``shared_memory_region`` (a registered region's name),
+``shared_memory_byte_size`` and ``shared_memory_offset`` (default 0, bytes into the region).
+An input with them carries no data on the wire; an output with them is written into the
+region and answered with the same parameters and no data.
+
+This module only reads and writes those parameters; the regions themselves (the mappings,
+bounds checks at use, reference counts) are the server's
+(``conveyor.server.shared_memory``). Pure data, no I/O.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from conveyor.errors import InvalidInput
+
+REGION = "shared_memory_region"
+BYTE_SIZE = "shared_memory_byte_size"
+OFFSET = "shared_memory_offset"
+PARAMETERS = (REGION, BYTE_SIZE, OFFSET)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Location:
+    """Where a tensor's bytes are: ``byte_size`` bytes at ``offset`` in region ``region``."""
+
+    region: str
+    byte_size: int
+    offset: int = 0
+
+    def parameters(self) -> dict[str, Any]:
+        """The tensor parameters that say so, as Triton writes them (no offset when 0)."""
+        parameters: dict[str, Any] = {REGION: self.region, BYTE_SIZE: self.byte_size}
+        if self.offset:
+            parameters[OFFSET] = self.offset
+        return parameters
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class InputInRegion:
+    """An input whose bytes are in a region: what the data plane needs to view them."""
+
+    location: Location
+    datatype: str
+    shape: tuple[int, ...]
+
+
+@dataclasses.dataclass(slots=True)
+class SharedMemoryUse:
+    """The tensors of one request that live in shared memory, by name."""
+
+    inputs: dict[str, InputInRegion] = dataclasses.field(default_factory=dict)
+    outputs: dict[str, Location] = dataclasses.field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.inputs or self.outputs)
+
+
+def location(parameters: Mapping[str, Any] | None, where: str) -> Location | None:
+    """The tensor's shared-memory location, or None when its parameters name no region.
+
+    ``where`` names the tensor in errors, e.g. "input 'INPUT0'".
+    """
+    if not parameters or not any(key in parameters for key in PARAMETERS):
+        return None
+    region = parameters.get(REGION)
+    if not isinstance(region, str) or not region:
+        raise InvalidInput(
+            f"{where}: in shared memory, {REGION!r} must name a registered region (a "
+            f"non-empty string), got {region!r}"
+        )
+    if BYTE_SIZE not in parameters:
+        raise InvalidInput(f"{where}: in shared memory, {REGION!r} needs {BYTE_SIZE!r} too")
+    return Location(
+        region,
+        _size(parameters.get(BYTE_SIZE), BYTE_SIZE, where),
+        _size(parameters.get(OFFSET, 0), OFFSET, where),
+    )
+
+
+def _size(value: Any, key: str, where: str) -> int:
+    if type(value) is not int or value < 0:
+        raise InvalidInput(f"{where}: {key!r} must be an integer >= 0, got {value!r}")
+    return value
