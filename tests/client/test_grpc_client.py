@@ -178,8 +178,12 @@ def test_stream_of_200_in_completion_order(client: GRPCClient) -> None:
         ends.append(outputs["OUTPUT1"][1])
     assert sorted(order) == list(range(200))
     assert order != list(range(200))
+    # Delivered in completion order: an answer that ended well before the one delivered ahead
+    # of it is rare. (Not never: an instance thread preempted between the model's return and
+    # the future's completion on a busy machine can swap two neighbours.) Delivery in
+    # submission order would put about a third of these 199 neighbours out of order.
     late = [i for i in range(1, 200) if ends[i] < ends[i - 1] - 0.02]
-    assert not late
+    assert len(late) <= 5, late
 
 
 def test_stream_errors_do_not_end_the_stream(client: GRPCClient) -> None:
