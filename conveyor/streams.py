@@ -47,7 +47,7 @@ class ResponseStream(Iterator[Outputs], AsyncIterator[Outputs]):
         self._ended = False  # the producer sent its last response (or failed)
         self._error: BaseException | None = None
         self._closed = False  # the consumer went away
-        self._on_close: list[Callable[[], None]] = []
+        self._on_close: list[Callable[[], object]] = []
         # async consumers waiting for a change: (their loop, the future to wake)
         self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
 
@@ -83,7 +83,7 @@ class ResponseStream(Iterator[Outputs], AsyncIterator[Outputs]):
             self._error = error
             self._wake()
 
-    def on_close(self, callback: Callable[[], None]) -> None:
+    def on_close(self, callback: Callable[[], object]) -> None:
         """Call ``callback`` (once, on the consumer's thread) when the consumer closes."""
         with self._changed:
             if not self._closed:

@@ -56,12 +56,13 @@ class PythonModel(LoadedModel):
     def run_stream(self, request: RequestData, responses: Responses) -> None:
         """A decoupled model's ``infer`` is a generator (or async generator) of responses;
         one that returns a dict answers once. Closing the generator stops it at its yield."""
-        produced = self.instance.infer(request.inputs)
+        produced: Any = self.instance.infer(request.inputs)
         if inspect.isasyncgen(produced):
             asyncio.run(_send_async(produced, responses))
         elif isinstance(produced, dict):
             responses.send(produced)
         elif inspect.isgenerator(produced):
+            outputs: Any
             try:
                 for outputs in produced:
                     responses.send(outputs)

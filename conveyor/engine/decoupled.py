@@ -15,6 +15,7 @@ response.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import threading
 import time
 import traceback
@@ -95,10 +96,8 @@ def _error_of(done: concurrent.futures.Future[Outputs]) -> BaseException | None:
 def _answer_once(stream: ResponseStream, done: concurrent.futures.Future[Outputs]) -> None:
     error = _error_of(done)
     if error is None:
-        try:
+        with contextlib.suppress(Cancelled):  # raised when nobody reads it any more
             stream.put(done.result())
-        except Cancelled:
-            pass  # nobody reads it any more
     stream.finish(error)
 
 

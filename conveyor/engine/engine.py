@@ -31,10 +31,10 @@ from conveyor.errors import (
     Unsupported,
 )
 from conveyor.futures import InferFuture, Outputs
-from conveyor.streams import DEFAULT_BUFFER, ResponseStream
 from conveyor.repository.checks import model_warnings, repository_warnings
 from conveyor.repository.config import ModelConfig
 from conveyor.repository.layout import ModelSource, Repository
+from conveyor.streams import DEFAULT_BUFFER, ResponseStream
 
 log = logging.getLogger("conveyor.engine")
 # Triton's prefix for a model (version) it cannot serve; clients match on it.

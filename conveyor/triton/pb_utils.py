@@ -10,7 +10,8 @@ A decoupled model (``model_transaction_policy { decoupled: true }``) gets a resp
 from ``request.get_response_sender()`` and ends each request with
 ``TRITONSERVER_RESPONSE_COMPLETE_FINAL``, as in Triton.
 
-What Triton has and Conveyor does not (GPU tensors, DLPack, custom metrics) raises ``TritonModelException`` naming the feature, never a silent no-op.
+What Triton has and Conveyor does not (GPU tensors, DLPack, custom metrics) raises
+``TritonModelException`` naming the feature, never a silent no-op.
 """
 
 from __future__ import annotations
@@ -268,12 +269,7 @@ class InferenceResponseSender:
         if response is not None:
             error = response.error()
             if error is not None:
-                failed = (
-                    error.to_conveyor() if isinstance(error, TritonError) else TritonError(
-                        str(error)
-                    ).to_conveyor()
-                )
-                self._responses.close(failed)
+                self._responses.close(error.to_conveyor())
                 return
             self._responses.send({t.name(): t.as_numpy() for t in response.output_tensors()})
         if flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL:

@@ -45,7 +45,9 @@ def collect(
     """Every callback of one streamed request, time-stamped, up to the end of the request."""
     arrivals: queue.SimpleQueue[tuple[float, Any]] = queue.SimpleQueue()
     client = grpcclient.InferenceServerClient(grpc_address(server))
-    client.start_stream(callback=lambda result, error: arrivals.put((time.monotonic(), (result, error))))
+    client.start_stream(
+        callback=lambda result, error: arrivals.put((time.monotonic(), (result, error)))
+    )
     try:
         client.async_stream_infer(
             model, inputs, request_id=request_id, enable_empty_final_response=final
@@ -98,9 +100,9 @@ def test_a_triton_response_sender_over_grpc(server: RunningServer):
 
 
 def test_unary_infer_to_a_decoupled_model_is_refused(server: RunningServer):
-    with grpcclient.InferenceServerClient(grpc_address(server)) as client:
-        with pytest.raises(InferenceServerException, match="decoupled transaction policy"):
-            client.infer("repeat", repeat_inputs(2, 0), client_timeout=10)
+    refused = pytest.raises(InferenceServerException, match="decoupled transaction policy")
+    with grpcclient.InferenceServerClient(grpc_address(server)) as client, refused:
+        client.infer("repeat", repeat_inputs(2, 0), client_timeout=10)
     with httpclient.InferenceServerClient(f"127.0.0.1:{server.http_port}") as client:
         inputs = []
         for name in ("COUNT", "DELAY_MS"):
