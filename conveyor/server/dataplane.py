@@ -26,6 +26,7 @@ from conveyor.futures import InferFuture, Outputs
 from conveyor.protocol import metadata
 from conveyor.server import shared_memory as shm
 from conveyor.server.classified import ClassificationPlan, classified
+from conveyor.server.generate import GenerateResponses, generate_inputs
 
 if TYPE_CHECKING:
     import numpy as np
@@ -299,6 +300,16 @@ class DataPlane:
             timeout=options.timeout,
             request_id=request_id,
         )
+
+    def generate(
+        self, model: str, version: str | None, request: Mapping[str, Any]
+    ) -> GenerateResponses:
+        """Triton's generate extension: a flat JSON request streamed to the model; its
+        responses as flat JSON objects (see ``generate.py``)."""
+        config = self._model(model, version).config
+        inputs, options = generate_inputs(config, request)
+        stream = self.stream(model, version, inputs, outputs=None, options=options, request_id=None)
+        return GenerateResponses(stream, model)
 
     def _infer_in_regions(
         self,
