@@ -20,7 +20,7 @@ import threading
 import time
 import traceback
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -31,7 +31,41 @@ from conveyor.futures import InferFuture, Outputs
 from conveyor.streams import ResponseStream
 
 if TYPE_CHECKING:
-    from conveyor.engine.model import ModelVersion
+    from conveyor.engine.failures import FailureLog
+    from conveyor.engine.scheduler import RequestQueue
+    from conveyor.engine.stats import StatsRecorder
+    from conveyor.repository.config import ModelConfig, TensorSpec
+
+
+class ModelVersion(Protocol):
+    """What this module uses of :class:`conveyor.engine.model.ModelVersion` (named here,
+    not imported, so the two modules do not import each other): its queue, statistics and
+    the same output checks every response of an ordinary request gets."""
+
+    name: str
+    config: ModelConfig
+    queue: RequestQueue
+    stats: StatsRecorder
+    _failures: FailureLog
+
+    def submit(
+        self,
+        inputs: Mapping[str, np.ndarray],
+        *,
+        outputs: Sequence[str] | None,
+        priority: int,
+        timeout: float | None,
+        request_id: str | None,
+        future: InferFuture | None = None,
+    ) -> InferFuture: ...
+
+    def _reshaped(
+        self, arrays: dict[str, np.ndarray], specs: Sequence[TensorSpec], *, reshape: bool
+    ) -> dict[str, np.ndarray]: ...
+
+    def _check_produced(
+        self, produced: dict[str, np.ndarray], wanted: tuple[str, ...], total: int
+    ) -> dict[str, np.ndarray]: ...
 
 
 class StreamFuture(InferFuture):
