@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from conveyor import Engine
-from conveyor.errors import Unsupported
+from conveyor.errors import ModelError, Unsupported
 from tests.polling import wait_until
 from tests.streaming.models import build
 
@@ -90,3 +90,31 @@ def test_a_slow_consumer_holds_the_model_back(engine: Engine, repository: Path):
         assert produced <= 1 + 2 + 1  # read one, two buffered, one waiting to be put
         rest = [int(o["OUT"][0]) for o in stream]
     assert rest == list(range(1, 100))
+
+
+def test_config_pbtxt_decoupled_is_served_as_decoupled(engine: Engine):
+    # triton_repeat's config.pbtxt says model_transaction_policy { decoupled: true }.
+    assert engine.model("triton_repeat").config.decoupled
+
+
+def test_a_response_sender_used_by_a_model_that_is_not_decoupled_fails_clearly(
+    tmp_path: Path,
+):
+    source = (
+        "import triton_python_backend_utils as pb_utils\n"
+        "class TritonPythonModel:\n"
+        "    def execute(self, requests):\n"
+        "        requests[0].get_response_sender()\n"
+    )
+    folder = tmp_path / "plain" / "1"
+    folder.mkdir(parents=True)
+    (folder / "model.py").write_text(source)
+    (tmp_path / "plain" / "config.pbtxt").write_text(
+        'backend: "python"\n'
+        'input [ { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] } ]\n'
+        'output [ { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] } ]\n'
+    )
+    with Engine.from_repository(tmp_path) as plain:
+        future = plain.submit("plain", {"IN": np.array([1], np.int32)})
+        with pytest.raises(ModelError, match="declare model_transaction_policy"):
+            future.result(timeout=10)
