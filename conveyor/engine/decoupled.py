@@ -74,9 +74,18 @@ class StreamFuture(InferFuture):
     stream: ResponseStream
 
 
-def refuse_unary(model: str) -> Unsupported:
-    # Triton's words for a unary call to a decoupled model first, then ours.
-    return Unsupported(
+class UnaryToDecoupled(Unsupported):
+    """A one-answer call (``submit``, gRPC ModelInfer, HTTP infer) to a decoupled model.
+
+    The message is Triton's words without their subject; each front end names itself
+    (:meth:`said_by`), as Triton's do ("ModelInfer RPC ...", "HTTP end point ...")."""
+
+    def said_by(self, endpoint: str) -> Unsupported:
+        return Unsupported(f"{endpoint} {self.message}")
+
+
+def refuse_unary(model: str) -> UnaryToDecoupled:
+    return UnaryToDecoupled(
         f"doesn't support models with decoupled transaction policy: model {model!r} is "
         "decoupled (it answers a request with any number of responses); stream it "
         "(Engine.stream, gRPC ModelStreamInfer, HTTP generate_stream)"

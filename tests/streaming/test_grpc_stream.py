@@ -100,7 +100,8 @@ def test_a_triton_response_sender_over_grpc(server: RunningServer):
 
 
 def test_unary_infer_to_a_decoupled_model_is_refused(server: RunningServer):
-    refused = pytest.raises(InferenceServerException, match="decoupled transaction policy")
+    words = "ModelInfer RPC doesn't support models with decoupled transaction policy"
+    refused = pytest.raises(InferenceServerException, match=words)
     with grpcclient.InferenceServerClient(grpc_address(server)) as client, refused:
         client.infer("repeat", repeat_inputs(2, 0), client_timeout=10)
     with httpclient.InferenceServerClient(f"127.0.0.1:{server.http_port}") as client:
@@ -109,7 +110,8 @@ def test_unary_infer_to_a_decoupled_model_is_refused(server: RunningServer):
             tensor = httpclient.InferInput(name, [1], "INT32")
             tensor.set_data_from_numpy(np.array([1], np.int32))
             inputs.append(tensor)
-        with pytest.raises(InferenceServerException, match="decoupled transaction policy"):
+        words = "HTTP end point doesn't support models with decoupled transaction policy"
+        with pytest.raises(InferenceServerException, match=words):
             client.infer("repeat", inputs)
 
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError, Message
 
+from conveyor.engine.decoupled import UnaryToDecoupled
 from conveyor.errors import Cancelled, ConveyorError, InvalidInput
 from conveyor.futures import InferFuture
 from conveyor.protocol.grpc import converters, decoupled, wire
@@ -120,6 +121,8 @@ class InferenceServicer:
             self.data.observe_latency(future, self._clock() - started, "grpc")
             return response
         except Exception as exc:
+            if isinstance(exc, UnaryToDecoupled):
+                exc = exc.said_by("ModelInfer RPC")  # Triton's words
             await abort(context, exc, "ModelInfer")
 
     def _submit(self, call: converters.InferCall, context: Context) -> InferFuture:
