@@ -63,7 +63,12 @@ def _models(args: argparse.Namespace) -> int:
                     spec.name: _example_input(spec, info.config.batching, np)
                     for spec in info.config.inputs
                 }
-                outputs = engine.submit(entry.name, inputs).result(timeout=30)
+                if info.config.decoupled:  # many responses: show how many, and the last
+                    responses = list(engine.stream(entry.name, inputs))
+                    print(f"    ran:   {len(responses)} responses")
+                    outputs = responses[-1] if responses else {}
+                else:
+                    outputs = engine.submit(entry.name, inputs).result(timeout=30)
                 for name, value in outputs.items():
                     print(f"    ran:   {name} = {np.array2string(value.ravel()[:4])}...")
     if unavailable:

@@ -83,9 +83,10 @@ def test_cli_models_runs_the_examples():
         timeout=120,
         check=True,
     )
-    for name in ("tiny", "mlp", "identity", "upper"):
+    for name in ("tiny", "mlp", "identity", "upper", "chargen"):
         assert f"{name}" in out.stdout
-    assert out.stdout.count("READY") == 4
+    assert out.stdout.count("READY") == 5
+    assert "8 responses" in out.stdout  # chargen streamed "conveyor" one letter at a time
     assert "b'CONVEYOR'" in out.stdout
 
 

@@ -47,6 +47,16 @@ class RequestData:
     request_id: str | None
 
 
+class Responses(Protocol):
+    """Where a decoupled model sends the responses of one request (the engine's side)."""
+
+    def send(self, outputs: dict[str, np.ndarray]) -> None:
+        """One response; waits while the consumer is behind; Cancelled once it is gone."""
+
+    def close(self, error: Exception | None = None) -> None:
+        """The request is answered: no response follows (``error``: it failed)."""
+
+
 class LoadedModel(abc.ABC):
     """One loaded copy of a model version.
 
@@ -71,6 +81,15 @@ class LoadedModel(abc.ABC):
         Called instead of ``run`` when ``separate_requests`` is true; raising fails them all.
         """
         raise NotImplementedError(f"{type(self).__name__} does not take separate requests")
+
+    def run_stream(self, request: RequestData, responses: Responses) -> None:
+        """Run one request of a decoupled model: ``responses.send`` each response, then
+        ``responses.close()`` (now, or later from another thread, as Triton's senders may).
+
+        Raising fails the request; a ``send`` that raises Cancelled means nobody reads any
+        more, and the model should stop.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not answer with many responses")
 
     def close(self) -> None:  # noqa: B027 - optional hook; most models need no cleanup
         """Release what ``load`` acquired."""

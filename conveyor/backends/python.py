@@ -5,6 +5,9 @@ class Model:
     def load(self, config): ...  # optional; self.version_dir is the version's folder
     def infer(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]: ...
 
+A decoupled model (``decoupled = true`` in config.toml) answers with many responses: its
+``infer`` is a generator (or async generator) that yields one dict per response.
+
 A ``model.py`` written for Triton's Python backend (``class TritonPythonModel``) runs
 unchanged through the adapter in :mod:`conveyor.backends.python_triton`.
 
@@ -14,8 +17,10 @@ model.py may import modules and packages beside it (``from helpers import f`` or
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import importlib.util
+import inspect
 import itertools
 import sys
 import threading
@@ -27,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from conveyor.backends.base import Backend, LoadedModel, ModelCaller
+from conveyor.backends.base import Backend, LoadedModel, ModelCaller, RequestData, Responses
 from conveyor.backends.python_triton import TritonModel, load_triton_model, pb_utils_importable
 from conveyor.errors import ModelError, RepositoryError
 from conveyor.repository.config import ModelConfig
@@ -48,10 +53,40 @@ class PythonModel(LoadedModel):
             )
         return produced
 
+    def run_stream(self, request: RequestData, responses: Responses) -> None:
+        """A decoupled model's ``infer`` is a generator (or async generator) of responses;
+        one that returns a dict answers once. Closing the generator stops it at its yield."""
+        produced: Any = self.instance.infer(request.inputs)
+        if inspect.isasyncgen(produced):
+            asyncio.run(_send_async(produced, responses))
+        elif isinstance(produced, dict):
+            responses.send(produced)
+        elif inspect.isgenerator(produced):
+            outputs: Any
+            try:
+                for outputs in produced:
+                    responses.send(outputs)
+            finally:
+                produced.close()  # a consumer that went away: GeneratorExit at its yield
+        else:
+            raise ModelError(
+                f"model {self.name!r}: infer() returned {type(produced).__name__}; a decoupled "
+                "model's infer is a generator (or async generator) of dicts of output arrays"
+            )
+        responses.close()
+
     def close(self) -> None:
         unload = getattr(self.instance, "unload", None)
         if callable(unload):
             unload()
+
+
+async def _send_async(produced: Any, responses: Responses) -> None:
+    try:
+        async for outputs in produced:
+            responses.send(outputs)
+    finally:
+        await produced.aclose()
 
 
 class PythonBackend(Backend):

@@ -9,6 +9,9 @@ The adapter between Triton's model lifecycle and Conveyor's backend interface:
 - ``execute(requests)`` gets the batch's requests kept apart (``separate_requests``) and
   returns one response per request; a response's ``TritonError`` fails only its request,
   an exception fails them all;
+- a decoupled model's ``execute([request])`` runs one request at a time and sends its
+  responses with ``request.get_response_sender()``, now or later from another thread; the
+  request ends with its ``TRITONSERVER_RESPONSE_COMPLETE_FINAL`` flag;
 - ``finalize()`` runs when the model version is unloaded or the server stops;
 - while initialize() and execute() run, ``InferenceRequest(...).exec()`` reaches the other
   models through the engine's ``caller`` (Business Logic Scripting).
@@ -31,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from conveyor.backends.base import LoadedModel, ModelCaller, RequestData
+from conveyor.backends.base import LoadedModel, ModelCaller, RequestData, Responses
 from conveyor.backends.registry import platform
 from conveyor.errors import ModelError, RepositoryError
 from conveyor.protocol.metadata import model_config as triton_config_json
@@ -76,23 +79,36 @@ class TritonModel(LoadedModel):
     def run(self, inputs: dict[str, np.ndarray], outputs: Sequence[str]) -> dict[str, np.ndarray]:
         raise ModelError(f"model {self.config.name!r}: a Triton model runs requests one by one")
 
+    def _triton_request(self, request: RequestData) -> pb_utils.InferenceRequest:
+        return pb_utils.InferenceRequest(
+            model_name=self.config.name,
+            inputs=[pb_utils.Tensor(name, array) for name, array in request.inputs.items()],
+            requested_output_names=list(request.outputs),
+            request_id=request.request_id or "",
+            model_version=self._version,
+        )
+
+    def _execute(self, requests: list[pb_utils.InferenceRequest]) -> Any:
+        with pb_utils.calling_through(self._caller):
+            responses = self.instance.execute(requests)
+            if inspect.isawaitable(responses):  # ``async def execute``, as Triton allows
+                responses = asyncio.run(_awaited(responses))
+        return responses
+
+    def run_stream(self, request: RequestData, responses: Responses) -> None:
+        triton_request = self._triton_request(request)
+        triton_request._stream_to(responses)
+        returned = self._execute([triton_request])
+        if returned not in (None, []):
+            raise ModelError(
+                f"model {self.config.name!r} is decoupled: its execute() sends responses with "
+                f"request.get_response_sender() and returns None, not {type(returned).__name__}"
+            )
+
     def run_requests(
         self, requests: Sequence[RequestData]
     ) -> list[dict[str, np.ndarray] | Exception]:
-        triton_requests = [
-            pb_utils.InferenceRequest(
-                model_name=self.config.name,
-                inputs=[pb_utils.Tensor(name, array) for name, array in request.inputs.items()],
-                requested_output_names=list(request.outputs),
-                request_id=request.request_id or "",
-                model_version=self._version,
-            )
-            for request in requests
-        ]
-        with pb_utils.calling_through(self._caller):
-            responses = self.instance.execute(triton_requests)
-            if inspect.isawaitable(responses):  # ``async def execute``, as Triton allows
-                responses = asyncio.run(_awaited(responses))
+        responses = self._execute([self._triton_request(request) for request in requests])
         if not isinstance(responses, list | tuple) or len(responses) != len(requests):
             count = len(responses) if isinstance(responses, list | tuple) else None
             raise ModelError(
@@ -197,6 +213,7 @@ def _read_back(config: ModelConfig, triton: dict[str, Any]) -> ModelConfig:
         dynamic_batching=batching,
         inputs=tuple(_spec(config, entry, "input") for entry in triton.get("input", [])),
         outputs=tuple(_spec(config, entry, "output") for entry in triton.get("output", [])),
+        decoupled=bool(triton.get("model_transaction_policy", {}).get("decoupled", False)),
     )
 
 

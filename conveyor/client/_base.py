@@ -20,7 +20,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import threading
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
 from typing import Any, TypeVar
 
 import numpy as np
@@ -30,15 +30,34 @@ from conveyor.client.shared_memory import (
     RegionPool,
     on_this_machine,
 )
-from conveyor.errors import ConveyorError, Unsupported
+from conveyor.errors import Cancelled, ConveyorError, Unsupported
 from conveyor.futures import InferFuture, Outputs
 from conveyor.protocol.parameters import wire_priority, wire_timeout
 from conveyor.protocol.shared_memory import InputInRegion
+from conveyor.streams import DEFAULT_BUFFER, ResponseStream
 
 T = TypeVar("T")
 
 # Seconds the network part of a call may take unless the client is told otherwise.
 DEFAULT_CALL_TIMEOUT_S = 300.0
+
+
+async def _pump(responses: AsyncIterator[Outputs], stream: ResponseStream) -> None:
+    """On the client's loop: each response into ``stream``; its bounded buffer is filled
+    from a worker thread, so a slow reader slows the reading of the call, not the loop."""
+    loop = asyncio.get_running_loop()
+    error: BaseException | None = None
+    try:
+        async for outputs in responses:
+            await loop.run_in_executor(None, stream.put, outputs)
+    except asyncio.CancelledError:
+        error = Cancelled("the stream was closed")
+        raise
+    except Exception as exc:
+        error = exc
+    finally:
+        stream.finish(error)
+        await responses.aclose()  # type: ignore[attr-defined]  # an async generator
 
 
 class BaseClient(abc.ABC):
@@ -107,6 +126,58 @@ class BaseClient(abc.ABC):
         )
         self._loop.call_soon_threadsafe(self._start, future, call)
         return future
+
+    def stream_responses(
+        self,
+        model: str,
+        inputs: Mapping[str, np.ndarray],
+        *,
+        version: int | str | None = None,
+        outputs: Sequence[str] | None = None,
+        priority: int = 0,
+        timeout: float | None = None,
+        request_id: str | None = None,
+        buffer: int = DEFAULT_BUFFER,
+    ) -> ResponseStream:
+        """Send one request; return at once the stream of its responses, as ``Engine.stream``.
+
+        A decoupled model's responses arrive as the server produces them (``for`` or
+        ``async for``); any other model's answer is the only one. Closing the stream ends
+        the call, and the server stops the model. gRPC sends the request on
+        ModelStreamInfer; HTTP on the generate extension's ``generate_stream`` (its JSON
+        carries inputs as flat lists: multi-dimensional inputs lose their shape there).
+        """
+        wire = (wire_priority(priority), wire_timeout(timeout))
+        self._ensure_open()
+        stream = ResponseStream(buffer)
+        stream.request_id, stream.model_name = request_id, model
+        responses = self._responses(
+            model,
+            inputs,
+            version=None if version is None else str(version),
+            outputs=None if outputs is None else list(outputs),
+            priority=wire[0],
+            timeout_us=wire[1],
+            request_id=request_id,
+        )
+        pumping = asyncio.run_coroutine_threadsafe(_pump(responses, stream), self._loop)
+        stream.on_close(pumping.cancel)  # ends the call: the server stops the model
+        return stream
+
+    async def _responses(
+        self,
+        model: str,
+        inputs: Mapping[str, np.ndarray],
+        *,
+        version: str | None,
+        outputs: list[str] | None,
+        priority: int,
+        timeout_us: int | None,
+        request_id: str | None,
+    ) -> AsyncIterator[Outputs]:
+        """Each response of one request, as the server sends it."""
+        raise Unsupported(f"{type(self).__name__} cannot stream responses")
+        yield {}  # an async generator, for the type checker
 
     async def infer(self, model: str, inputs: Mapping[str, np.ndarray], **kwargs: Any) -> Outputs:
         """``submit`` and await the result from any event loop; no thread waits meanwhile."""

@@ -19,7 +19,7 @@ import asyncio
 import dataclasses
 import itertools
 import queue
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import grpc
@@ -30,7 +30,7 @@ from conveyor.client._base import DEFAULT_CALL_TIMEOUT_S, BaseClient
 from conveyor.client.shared_memory import DEFAULT_THRESHOLD
 from conveyor.errors import ConveyorError, ErrorKind, InvalidInput, Unavailable, error_for_kind
 from conveyor.futures import InferFuture, Outputs
-from conveyor.protocol.grpc import converters, wire
+from conveyor.protocol.grpc import converters, decoupled, wire
 from conveyor.protocol.grpc._generated import grpc_service_pb2 as pb
 from conveyor.protocol.grpc.methods import METHODS
 from conveyor.protocol.limits import DEFAULT_MAX_MESSAGE_BYTES
@@ -144,6 +144,39 @@ class GRPCClient(BaseClient):
         # parameter still stops waiting (and drops the queued request) when it passes.
         response, raw = await self._unary("ModelInfer", request, self._deadline(timeout_us))
         return converters.decode_outputs(response, raw)
+
+    async def _responses(
+        self,
+        model: str,
+        inputs: Mapping[str, np.ndarray],
+        *,
+        version: str | None,
+        outputs: list[str] | None,
+        priority: int,
+        timeout_us: int | None,
+        request_id: str | None,
+    ) -> AsyncIterator[Outputs]:
+        """One request on its own ModelStreamInfer call, asking for Triton's final flag."""
+        request = self._request(
+            model, inputs, version, outputs, priority, timeout_us, request_id, final_flag=True
+        )
+        call = self._calls["ModelStreamInfer"](timeout=self._deadline(timeout_us))
+        try:
+            await call.write(request)
+            await call.done_writing()
+            while (response := await call.read()) is not grpc.aio.EOF:
+                if response.error_message:
+                    raise _stream_error(response)
+                answer = response.infer_response
+                if answer.outputs:
+                    yield converters.decode_outputs(answer)
+                final = answer.parameters.get(decoupled.FINAL)
+                if final is not None and final.bool_param:
+                    return
+        except grpc.aio.AioRpcError as exc:
+            raise error_from_rpc(exc) from None
+        finally:
+            call.cancel()
 
     def stream(
         self, requests: Iterable[InferRequest], *, timeout: float | None = None
@@ -262,8 +295,12 @@ class GRPCClient(BaseClient):
         timeout_us: int | None,
         request_id: str | None,
         in_regions: Mapping[str, InputInRegion] | None = None,
+        *,
+        final_flag: bool = False,
     ) -> bytes:
-        """The serialized ModelInferRequest (each raw tensor copied once, by the join)."""
+        """The serialized ModelInferRequest (each raw tensor copied once, by the join).
+
+        ``final_flag``: ask for Triton's ``triton_final_response`` (streamed requests)."""
         request = pb.ModelInferRequest(
             model_name=model, model_version=version or "", id=request_id or ""
         )
@@ -278,6 +315,8 @@ class GRPCClient(BaseClient):
             converters.set_parameter(request.parameters, "priority", priority)
         if timeout_us is not None:
             converters.set_parameter(request.parameters, "timeout", timeout_us)
+        if final_flag:
+            converters.set_parameter(request.parameters, decoupled.ENABLE_EMPTY_FINAL, True)
         return wire.join_raw(request, wire.RAW_INPUT_FIELD, buffers)
 
     def _deadline(self, timeout_us: int | None) -> float | None:

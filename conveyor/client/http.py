@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 from urllib.parse import quote
 
@@ -10,6 +10,7 @@ import aiohttp
 import numpy as np
 
 from conveyor.client._base import DEFAULT_CALL_TIMEOUT_S, BaseClient
+from conveyor.client.generate import generate_body, generate_outputs, sse_events
 from conveyor.client.shared_memory import DEFAULT_THRESHOLD
 from conveyor.errors import (
     ConveyorError,
@@ -126,6 +127,38 @@ class HTTPClient(BaseClient):
         status, data, _ = await self._request("POST", path)
         if status != 200:
             raise _error(status, data)
+
+    async def _responses(
+        self,
+        model: str,
+        inputs: Mapping[str, np.ndarray],
+        *,
+        version: str | None,
+        outputs: list[str] | None,
+        priority: int,
+        timeout_us: int | None,
+        request_id: str | None,
+    ) -> AsyncIterator[Outputs]:
+        """One request on the generate extension's ``generate_stream`` (Server-Sent Events);
+        each event's fields become arrays of the model's output datatypes."""
+        config = await self._get("model_config", model, version)
+        body = generate_body(inputs, priority, timeout_us)
+        assert self._session is not None
+        try:
+            async with self._session.post(
+                self.url + _model_path(model, version) + "/generate_stream",
+                data=dumps(body),
+                headers=_JSON,
+                timeout=aiohttp.ClientTimeout(total=None, sock_read=self.call_timeout),
+            ) as response:
+                if response.status != 200:
+                    raise _error(response.status, await response.read())
+                async for event in sse_events(response.content):
+                    if "error" in event:
+                        raise ModelError(str(event["error"]))
+                    yield generate_outputs(event, config, outputs)
+        except (aiohttp.ClientError, OSError) as exc:
+            raise Unavailable(f"cannot reach {self.url}: {type(exc).__name__}: {exc}") from exc
 
     async def _get(
         self, what: str, model: str | None = None, version: int | str | None = None

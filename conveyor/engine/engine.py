@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from conveyor.backends.base import ModelCaller
+from conveyor.engine.decoupled import start_stream
 from conveyor.engine.model import ModelVersion
 from conveyor.engine.stats import ModelStatistics
 from conveyor.errors import (
@@ -33,6 +34,7 @@ from conveyor.futures import InferFuture, Outputs
 from conveyor.repository.checks import model_warnings, repository_warnings
 from conveyor.repository.config import ModelConfig
 from conveyor.repository.layout import ModelSource, Repository
+from conveyor.streams import DEFAULT_BUFFER, ResponseStream
 
 log = logging.getLogger("conveyor.engine")
 # Triton's prefix for a model (version) it cannot serve; clients match on it.
@@ -173,6 +175,37 @@ class Engine:
             raise ShuttingDown("the engine is shutting down; it takes no new requests")
         return self._version(model, version).submit(
             inputs, outputs=outputs, priority=priority, timeout=timeout, request_id=request_id
+        )
+
+    def stream(
+        self,
+        model: str,
+        inputs: Mapping[str, np.ndarray],
+        *,
+        version: int | str | None = None,
+        outputs: Sequence[str] | None = None,
+        priority: int = 0,
+        timeout: float | None = None,
+        request_id: str | None = None,
+        buffer: int = DEFAULT_BUFFER,
+    ) -> ResponseStream:
+        """Queue one request and return at once the stream of its responses.
+
+        A decoupled model's responses arrive as it produces them (at most ``buffer`` wait
+        for the reader; past that the model waits); any other model's one answer is the
+        stream's only response. Queueing, priority and ``timeout`` are ``submit``'s;
+        closing the stream cancels the request (see :mod:`conveyor.streams`).
+        """
+        if self._closing:
+            raise ShuttingDown("the engine is shutting down; it takes no new requests")
+        return start_stream(
+            self._version(model, version),
+            inputs,
+            outputs=outputs,
+            priority=priority,
+            timeout=timeout,
+            request_id=request_id,
+            buffer=buffer,
         )
 
     async def infer(self, model: str, inputs: Mapping[str, np.ndarray], **kwargs: Any) -> Outputs:

@@ -14,6 +14,7 @@ import numpy as np
 from conveyor.backends import get_backend, platform
 from conveyor.backends.base import LoadedModel, ModelCaller, RequestData
 from conveyor.engine.batcher import join_inputs, split_outputs, wanted_outputs
+from conveyor.engine.decoupled import refuse_unary, run_decoupled
 from conveyor.engine.failures import FailureLog
 from conveyor.engine.instances import Instances, ThreadInstances
 from conveyor.engine.outputs import requested_outputs
@@ -111,7 +112,11 @@ class ModelVersion:
         priority: int,
         timeout: float | None,
         request_id: str | None,
+        future: InferFuture | None = None,
     ) -> InferFuture:
+        """``future``: the one to answer (a stream's, see engine/decoupled.py); None: a new one."""
+        if self.config.decoupled and future is None:
+            raise refuse_unary(self.name)
         if self._instances.all_stuck:
             raise ModelNotReady(self.unready_reason())
         arrays, batch_size = self._check_inputs(inputs)
@@ -122,7 +127,7 @@ class ModelVersion:
         if timeout is None or not self.config.allow_timeout_override:
             timeout = self.config.default_timeout_s if self.config.default_timeout_s else timeout
         priority = self._queue_priority(priority)
-        future = InferFuture()
+        future = future if future is not None else InferFuture()
         future.request_id = request_id
         future.model_name = self.name
         future.model_version = self.version_label
@@ -248,6 +253,9 @@ class ModelVersion:
     # -- running (on instance threads) ------------------------------------------------------
 
     def _execute(self, model: LoadedModel, batch: list[Request]) -> None:
+        if self.config.decoupled:
+            run_decoupled(self, model, batch)
+            return
         clock = self.queue.clock
         started = clock()
         t0 = time.perf_counter_ns()

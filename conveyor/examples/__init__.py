@@ -1,4 +1,5 @@
-"""The built-in example repository: ``tiny``, ``mlp``, ``identity`` (ONNX) and ``upper`` (Python).
+"""The built-in example repository: ``tiny``, ``mlp``, ``identity`` (ONNX), ``upper`` (Python)
+and ``chargen`` (a decoupled Python model that streams).
 
 The ONNX files are not shipped: they are built with ``onnx.helper`` the first time they are
 needed, into a per-user cache folder, and reused after that.

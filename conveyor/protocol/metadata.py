@@ -113,6 +113,8 @@ def model_config(config: ModelConfig, platform: str, instance_count: int) -> dic
                 "max_queue_size": config.max_queue_size,
             },
         }
+    if config.decoupled:
+        result["model_transaction_policy"] = {"decoupled": True}
     if config.versions is not None:
         result["version_policy"] = {"specific": {"versions": list(config.versions)}}
     elif config.latest_versions is None:

@@ -111,6 +111,9 @@ class ModelConfig:
     instance_groups: tuple[InstanceGroup, ...] = ()  # empty: one KIND_CPU group
     model_filename: str | None = None  # the version folder's model file; None: the backend's
     warmup: tuple[WarmupSample, ...] = ()
+    # Answers a request with zero, one or many responses (Triton's decoupled transaction
+    # policy): served by Engine.stream and streaming front ends, refused by unary infer.
+    decoupled: bool = False
 
     @property
     def batching(self) -> bool:
@@ -136,6 +139,7 @@ _TOP_KEYS = {
     "inputs",
     "outputs",
     "versions",
+    "decoupled",
 }
 _TENSOR_KEYS = {"name", "datatype", "shape", "optional"}
 _OUTPUT_KEYS = _TENSOR_KEYS | {"label_filename"}
@@ -235,6 +239,15 @@ def parse_config(name: str, raw: Mapping[str, Any], *, backend: str | None = Non
             preferred_batch_sizes=preferred_sizes,
         )
 
+    decoupled = raw.get("decoupled", False)
+    if not isinstance(decoupled, bool):
+        raise fail(f"decoupled must be true or false, got {decoupled!r}")
+    if decoupled and instance_kind is InstanceKind.PROCESS:
+        raise fail(
+            'a decoupled model runs on thread instances only; set instance_kind = "thread" '
+            "(process instances send back one answer per request)"
+        )
+
     options = raw.get(chosen_backend, {})
     if not isinstance(options, dict):
         raise fail(f"[{chosen_backend}] must be a table")
@@ -252,6 +265,7 @@ def parse_config(name: str, raw: Mapping[str, Any], *, backend: str | None = Non
         outputs=_tensors(raw.get("outputs", []), "outputs", fail),
         versions=versions,
         backend_options=dict(options),
+        decoupled=decoupled,
     )
 
 

@@ -9,7 +9,7 @@ one of three groups, listed in docs/triton-migration.md:
 - warned: accepted, one warning says it has no effect here (e.g. optimization: onnxruntime's
   own graph optimizations still run, the model's answers are the same);
 - refused: a load error, for fields whose meaning Conveyor would silently change (a
-  sequence-batched or decoupled model answered as a stateless one would give wrong answers).
+  sequence-batched model answered as a stateless one would give wrong answers).
 """
 
 from __future__ import annotations
@@ -137,17 +137,14 @@ class _Reader:
         self.sort_fields(m, "", _WARNED, _REFUSED)
         if m.name and m.name != self.name:
             raise self.fail("name", f"{m.name!r} does not match the model's folder {self.name!r}")
-        if m.model_transaction_policy.decoupled:
-            raise self.fail(
-                "model_transaction_policy.decoupled",
-                "not supported: Conveyor answers each request with exactly one response",
-            )
         backend = self.backend(m) or inferred
         if backend is None:
             raise no_backend()
         if m.max_batch_size < 0:
             raise self.fail("max_batch_size", f"must be >= 0, got {m.max_batch_size}")
         raw: dict[str, Any] = {"max_batch_size": m.max_batch_size, "backend": backend}
+        if m.model_transaction_policy.decoupled:
+            raw["decoupled"] = True
         raw[backend] = self.parameters(m, backend)
         raw["inputs"] = [self.tensor(t, f"input[{i}]") for i, t in enumerate(m.input)]
         raw["outputs"] = [self.tensor(t, f"output[{i}]") for i, t in enumerate(m.output)]

@@ -26,6 +26,7 @@ from conveyor.futures import InferFuture, Outputs
 from conveyor.protocol import metadata
 from conveyor.server import shared_memory as shm
 from conveyor.server.classified import ClassificationPlan, classified
+from conveyor.server.generate import GenerateResponses, generate_inputs
 
 if TYPE_CHECKING:
     import numpy as np
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from conveyor.protocol.parameters import RequestOptions
     from conveyor.protocol.shared_memory import SharedMemoryUse
     from conveyor.server.metrics import LatencyHistograms
+    from conveyor.streams import ResponseStream
 
 STARTING = "the server is starting: models are still loading"
 SYSTEM_SHARED_MEMORY = "system_shared_memory"
@@ -270,6 +272,44 @@ class DataPlane:
             request_id=request_id,
         )
         return future if plan is None else classified(future, plan)
+
+    def is_decoupled(self, model: str, version: str | None) -> bool:
+        """True for a model that answers a request with any number of responses (stream it).
+
+        Raises as ``infer`` would for a model it cannot serve."""
+        return self._model(model, version).config.decoupled
+
+    def stream(
+        self,
+        model: str,
+        version: str | None,
+        inputs: Mapping[str, np.ndarray],
+        *,
+        outputs: list[str] | None,
+        options: RequestOptions,
+        request_id: str | None,
+    ) -> ResponseStream:
+        """Submit one request; return at once the stream its responses arrive on (one for
+        a model that is not decoupled). The front end closes it when its client goes away."""
+        return self._engine().stream(
+            model,
+            inputs,
+            version=version,
+            outputs=outputs,
+            priority=options.priority,
+            timeout=options.timeout,
+            request_id=request_id,
+        )
+
+    def generate(
+        self, model: str, version: str | None, request: Mapping[str, Any]
+    ) -> GenerateResponses:
+        """Triton's generate extension: a flat JSON request streamed to the model; its
+        responses as flat JSON objects (see ``generate.py``)."""
+        config = self._model(model, version).config
+        inputs, options = generate_inputs(config, request)
+        stream = self.stream(model, version, inputs, outputs=None, options=options, request_id=None)
+        return GenerateResponses(stream, model)
 
     def _infer_in_regions(
         self,

@@ -6,8 +6,12 @@ behaviour of Triton's python_backend: tensors are numpy arrays on the CPU, a res
 carries its request's outputs or a ``TritonError``, and ``InferenceRequest(...).exec()``
 runs another model of the same server (Business Logic Scripting).
 
-What Triton has and Conveyor does not (decoupled response senders, GPU tensors, DLPack,
-custom metrics) raises ``TritonModelException`` naming the feature, never a silent no-op.
+A decoupled model (``model_transaction_policy { decoupled: true }``) gets a response sender
+from ``request.get_response_sender()`` and ends each request with
+``TRITONSERVER_RESPONSE_COMPLETE_FINAL``, as in Triton.
+
+What Triton has and Conveyor does not (GPU tensors, DLPack, custom metrics) raises
+``TritonModelException`` naming the feature, never a silent no-op.
 """
 
 from __future__ import annotations
@@ -26,11 +30,13 @@ from conveyor.errors import ConveyorError, ErrorKind, error_for_kind
 from conveyor.protocol.datatypes import BYTES, datatype_of, numpy_dtype
 
 if TYPE_CHECKING:
-    from conveyor.backends.base import ModelCaller
+    from conveyor.backends.base import ModelCaller, Responses
 
 __all__ = [
+    "TRITONSERVER_RESPONSE_COMPLETE_FINAL",
     "InferenceRequest",
     "InferenceResponse",
+    "InferenceResponseSender",
     "Logger",
     "ModelConfig",
     "Tensor",
@@ -247,6 +253,32 @@ class InferenceResponse:
         return self._error
 
 
+# Triton's response flag: the request's last response (``send(flags=...)``).
+TRITONSERVER_RESPONSE_COMPLETE_FINAL = 1
+
+
+class InferenceResponseSender:
+    """Sends a decoupled model's responses for one request, from any thread, any time."""
+
+    def __init__(self, responses: Responses) -> None:
+        self._responses = responses
+
+    def send(self, response: InferenceResponse | None = None, flags: int = 0) -> None:
+        """Send ``response`` (if any); with ``TRITONSERVER_RESPONSE_COMPLETE_FINAL`` it is
+        the last. A response with an error ends the request with that error."""
+        if response is not None:
+            error = response.error()
+            if error is not None:
+                self._responses.close(error.to_conveyor())
+                return
+            self._responses.send({t.name(): t.as_numpy() for t in response.output_tensors()})
+        if flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL:
+            self._responses.close()
+
+    def is_cancelled(self) -> bool:
+        return bool(getattr(self._responses, "cancelled", False))
+
+
 class InferenceRequest:
     """A request a model was given, or one it builds to call another model (BLS)."""
 
@@ -276,6 +308,7 @@ class InferenceRequest:
         self._parameters: dict[str, Any] = (
             json.loads(parameters) if isinstance(parameters, str) else dict(parameters or {})
         )
+        self._sender: InferenceResponseSender | None = None
 
     def model_name(self) -> str:
         return self._model_name
@@ -306,10 +339,20 @@ class InferenceRequest:
         return json.dumps(self._parameters)
 
     def is_cancelled(self) -> bool:
-        return False
+        return self._sender is not None and self._sender.is_cancelled()
 
-    def get_response_sender(self) -> Any:
-        raise _unsupported("get_response_sender (decoupled models)")
+    def get_response_sender(self) -> InferenceResponseSender:
+        if self._sender is None:
+            raise TritonModelException(
+                "get_response_sender (decoupled models) is not supported for a model that is "
+                "not decoupled: declare model_transaction_policy { decoupled: true } in its "
+                "config.pbtxt (decoupled = true in config.toml)"
+            )
+        return self._sender
+
+    def _stream_to(self, responses: Responses) -> None:
+        """The backend's side: this request's responses go to ``responses``."""
+        self._sender = InferenceResponseSender(responses)
 
     def exec(self, decoupled: bool = False) -> InferenceResponse:
         """Run the request on its model through the engine; wait for and return the answer.
@@ -393,8 +436,7 @@ class ModelConfig:
         self._add("output", output)
 
     def set_model_transaction_policy(self, policy: Mapping[str, Any]) -> None:
-        if policy.get("decoupled"):
-            raise _unsupported("set_model_transaction_policy(decoupled=True) (decoupled models)")
+        self._config["model_transaction_policy"] = {"decoupled": bool(policy.get("decoupled"))}
 
     def _add(self, section: str, tensor: Mapping[str, Any]) -> None:
         missing = [key for key in ("name", "data_type", "dims") if key not in tensor]
@@ -461,8 +503,6 @@ def __getattr__(name: str) -> Any:
 _NOT_OFFERED = {
     "MetricFamily": "custom metrics",
     "Metric": "custom metrics",
-    "InferenceResponseSender": "decoupled models",
-    "TRITONSERVER_RESPONSE_COMPLETE_FINAL": "decoupled models",
     "load_model": "model control from a model",
     "unload_model": "model control from a model",
     "is_model_ready": "model control from a model",

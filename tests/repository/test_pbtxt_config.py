@@ -36,7 +36,6 @@ def source_error(root: Path, name: str) -> str:
         ('name: "other"', ["name", "'other' does not match the model's folder 'm'"]),
         ('backend: "openvino"', ["backend", "'openvino' is not supported yet"]),
         ('platform: "tensorrt_plan"', ["platform", "'tensorrt_plan' is not supported"]),
-        ("model_transaction_policy { decoupled: true }", ["model_transaction_policy.decoupled"]),
         ('ensemble_scheduling { step [ { model_name: "a" } ] }', ["ensemble_scheduling"]),
         (
             "max_batch_size: 4\ndynamic_batching { priority_levels: 2 default_priority_level: 3 }",

@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError, Message
 
+from conveyor.engine.decoupled import UnaryToDecoupled
 from conveyor.errors import Cancelled, ConveyorError, InvalidInput
 from conveyor.futures import InferFuture
-from conveyor.protocol.grpc import converters, wire
+from conveyor.protocol.grpc import converters, decoupled, wire
 from conveyor.protocol.grpc._generated import grpc_service_pb2 as pb
 from conveyor.protocol.grpc._generated import model_config_pb2
 from conveyor.server.grpc.errors import (
@@ -37,6 +38,18 @@ R = TypeVar("R", bound=Message)
 
 # Put on an open stream's answer queue when the server starts draining.
 _DRAIN = object()
+# A decoupled request ended with no response to send for its end.
+_ANSWERED = object()
+
+
+class _Partial:
+    """One response of a decoupled request; ``written`` is set once it was sent."""
+
+    __slots__ = ("payload", "written")
+
+    def __init__(self, payload: bytes, written: asyncio.Event) -> None:
+        self.payload = payload
+        self.written = written
 
 
 class InferenceServicer:
@@ -108,6 +121,8 @@ class InferenceServicer:
             self.data.observe_latency(future, self._clock() - started, "grpc")
             return response
         except Exception as exc:
+            if isinstance(exc, UnaryToDecoupled):
+                exc = exc.said_by("ModelInfer RPC")  # Triton's words
             await abort(context, exc, "ModelInfer")
 
     def _submit(self, call: converters.InferCall, context: Context) -> InferFuture:
@@ -138,6 +153,7 @@ class InferenceServicer:
             asyncio.Queue()
         )
         running: set[InferFuture] = set()  # submitted, not yet completed: cancelled on exit
+        pumps: set[asyncio.Task[None]] = set()  # decoupled requests' responses: cancelled on exit
         unanswered = 0  # requests read whose answer is not yet written
 
         def finished(future: InferFuture, call: converters.InferCall) -> None:
@@ -155,6 +171,11 @@ class InferenceServicer:
                     request, raw = received
                     try:
                         call = converters.infer_call(request, raw)
+                        if self.data.is_decoupled(call.model, call.version):
+                            flagged = decoupled.wants_final_flag(request)
+                            pump = self._stream_responses(call, flagged, answers)
+                            pumps.add(asyncio.create_task(pump))
+                            continue
                         future = self._submit(call, context)
                     except Exception as exc:
                         error = as_conveyor_error(exc, "stream")
@@ -192,14 +213,61 @@ class InferenceServicer:
                     reading = False
                     reader.result()  # re-raise what ended the request stream, if anything
                     continue
+                if isinstance(answer, _Partial):
+                    yield answer.payload
+                    answer.written.set()  # the pump may take the next response
+                    continue
                 unanswered -= 1
+                if answer is _ANSWERED:
+                    continue
                 assert isinstance(answer, bytes | pb.ModelStreamInferResponse)
                 yield answer
         finally:
             self._streams.discard(answers)
             reader.cancel()
+            for pump in pumps:
+                pump.cancel()  # closes its stream: the model stops at its next response
             for future in running:
                 future.cancel()  # the client is gone: drop what is still queued
+
+    async def _stream_responses(
+        self, call: converters.InferCall, final_flag: bool, answers: asyncio.Queue[Any]
+    ) -> None:
+        """One request to a decoupled model: each response onto ``answers`` as it comes,
+        the next only once the previous was written (a slow client slows the model), then
+        the end of the request (an empty final response, for a client that asked)."""
+        model, request_id = call.model, call.request_id
+        try:
+            stream = self.data.stream(
+                model,
+                call.version,
+                call.inputs,
+                outputs=call.outputs,
+                options=call.options,
+                request_id=request_id or None,
+            )
+        except Exception as exc:
+            error = as_conveyor_error(exc, "stream")
+            answers.put_nowait(_stream_error(model, call.version or "", request_id, error))
+            return
+        version = stream.model_version or ""
+        try:
+            async for outputs in stream:
+                written = asyncio.Event()
+                payload = decoupled.partial_response_bytes(
+                    model, version, request_id, outputs, final_flag
+                )
+                answers.put_nowait(_Partial(payload, written))
+                await written.wait()
+            if final_flag:
+                answers.put_nowait(decoupled.final_response(model, version, request_id))
+            else:
+                answers.put_nowait(_ANSWERED)
+        except Exception as exc:
+            error = as_conveyor_error(exc, "a streamed request")
+            answers.put_nowait(_stream_error(model, version, request_id, error))
+        finally:
+            stream.close()
 
     # -- health and metadata --------------------------------------------------------------
 

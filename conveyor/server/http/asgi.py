@@ -18,7 +18,7 @@ from conveyor.errors import Unauthenticated
 from conveyor.server.auth import CHALLENGE, OPEN_HTTP_PATHS, BearerAuth
 from conveyor.server.http import body as bodies
 from conveyor.server.http.errors import error_response
-from conveyor.server.http.routes import JSON, V2Routes
+from conveyor.server.http.routes import JSON, StreamingReply, V2Routes
 
 _CLOSE = (b"connection", b"close")
 
@@ -75,9 +75,11 @@ class ASGIApp:
                 except Unauthenticated:
                     state.unread = True  # the body is never read: close after answering
                     raise
-            status, body, headers = await self.routes.handle(
-                scope["method"], path, read_body, header_length
-            )
+            reply = await self.routes.handle(scope["method"], path, read_body, header_length)
+            if isinstance(reply, StreamingReply):
+                await _send_streaming(reply, send)
+                return
+            status, body, headers = reply
         except ClientGone:
             return
         except Exception as exc:
@@ -99,6 +101,19 @@ class ASGIApp:
             }
         )
         await send({"type": "http.response.body", "body": body})
+
+
+async def _send_streaming(reply: StreamingReply, send: Any) -> None:
+    """A body written as it is produced; the ASGI server chunks it."""
+    try:
+        await send(
+            {"type": "http.response.start", "status": reply.status, "headers": reply.headers}
+        )
+        async for chunk in reply.chunks:
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
+    finally:
+        reply.close()
 
 
 class _BodyState:

@@ -50,7 +50,7 @@ from conveyor.server.auth import CHALLENGE, OPEN_HTTP_PATHS, BearerAuth
 from conveyor.server.frontend import bind
 from conveyor.server.http import body as bodies
 from conveyor.server.http.errors import error_response
-from conveyor.server.http.routes import JSON, Headers, PendingInfer, Reply
+from conveyor.server.http.routes import JSON, Headers, PendingInfer, Reply, StreamingReply
 from conveyor.server.settings import (
     DEFAULT_HTTP_BODY_TIMEOUT_S,
     DEFAULT_HTTP_HEADER_TIMEOUT_S,
@@ -104,7 +104,7 @@ class Routes(Protocol):
         path: str,
         read_body: Callable[[], Awaitable[bytes]],
         header_length: bytes | None,
-    ) -> Reply: ...
+    ) -> Reply | StreamingReply: ...
 
 
 @runtime_checkable
@@ -192,6 +192,7 @@ class HTTPProtocol(asyncio.BufferedProtocol):
         self._discarding = False  # after a fatal request error: ignore the rest of the input
         self._closing = False  # close once the current response is written
         self._write_paused = False
+        self._drained: asyncio.Future[None] | None = None  # a streamed reply waits on it
         self._read_paused = False
         self.idle_since: float | None = time.monotonic()
         # While a request is being read: when the client must have sent more (or be cut off).
@@ -255,6 +256,8 @@ class HTTPProtocol(asyncio.BufferedProtocol):
 
     def resume_writing(self) -> None:
         self._write_paused = False
+        if self._drained is not None and not self._drained.done():
+            self._drained.set_result(None)
         self._maybe_resume_reading()
 
     def _pause_reading(self) -> None:
@@ -439,9 +442,50 @@ class HTTPProtocol(asyncio.BufferedProtocol):
             )
         except Exception as exc:
             reply = self._error(exc)
+        if isinstance(reply, StreamingReply):
+            try:
+                await self._stream(request, reply)
+            finally:
+                reply.close()  # the body ended, or the client went away: stop producing
+            self._task = None
+            return
         self._task = None
         if self._transport is not None:
             self._respond(request, *reply)
+
+    async def _stream(self, request: _Request, reply: StreamingReply) -> None:
+        """Write a reply's body as it is produced: chunked, each chunk as it comes, waiting
+        while the client reads slower than we write (so a slow client slows the model)."""
+        transport = self._transport
+        if transport is None:
+            return
+        head: list[Chunk] = [
+            _STATUS_LINES.get(reply.status) or b"HTTP/1.1 %d X\r\n" % reply.status,
+            self._front_end.date,
+        ]
+        for name, value in reply.headers:
+            head += (name, b": ", value, b"\r\n")
+        head.append(b"transfer-encoding: chunked\r\n\r\n")
+        transport.write(b"".join(head))  # type: ignore[arg-type]  # all bytes here
+        async for chunk in reply.chunks:
+            if self._transport is None:
+                return
+            transport.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+            while self._write_paused and self._transport is not None:
+                self._drained = self._loop.create_future()
+                await self._drained
+        if self._transport is None:
+            return
+        transport.write(b"0\r\n\r\n")
+        self._busy = False
+        if not request.keep_alive or self._closing:
+            transport.close()
+            return
+        if self._queue:
+            self._next()
+        else:
+            self.idle_since = time.monotonic()
+        self._maybe_resume_reading()
 
     @staticmethod
     def _error(exc: BaseException) -> Reply:

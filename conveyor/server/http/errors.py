@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 
+from conveyor.engine.decoupled import UnaryToDecoupled
 from conveyor.errors import ConveyorError, ErrorKind
 from conveyor.protocol.json_codec import dumps
 
@@ -31,6 +32,8 @@ STATUS: dict[ErrorKind, int] = {
 
 def error_response(exc: BaseException) -> tuple[int, bytes]:
     """The status and ``{"error": ...}`` body for any exception a handler let through."""
+    if isinstance(exc, UnaryToDecoupled):
+        exc = exc.said_by("HTTP end point")  # Triton's words for infer to a decoupled model
     if isinstance(exc, ConveyorError):
         return STATUS.get(exc.kind, 500), error_body(exc.message, exc.kind)
     # A bug of ours: answer 500, keep serving, and leave a traceback in the log.

@@ -10,17 +10,19 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from conveyor.errors import ConveyorError, InvalidInput, ModelNotFound
 from conveyor.protocol import binary, infer
 from conveyor.protocol.json_codec import dumps, loads
+from conveyor.server.generate import only_response
 
 if TYPE_CHECKING:
     from conveyor.futures import InferFuture, Outputs
     from conveyor.server.dataplane import DataPlane
+    from conveyor.server.generate import GenerateResponses
 
 Headers = list[tuple[bytes, bytes]]
 # status, body, headers (content-type and any extras; the adapter adds content-length)
@@ -31,6 +33,43 @@ JSON: Headers = [(b"content-type", b"application/json")]
 BINARY_TYPE = (b"content-type", b"application/octet-stream")
 HEADER_LENGTH = b"inference-header-content-length"
 EMPTY_OK: Reply = (200, b"", [])
+
+
+EVENT_STREAM: Headers = [
+    (b"content-type", b"text/event-stream; charset=utf-8"),
+    (b"cache-control", b"no-cache"),
+]
+
+
+class StreamingReply:
+    """A reply whose body is written as it is produced (chunked transfer encoding).
+
+    ``close`` runs once the body ended or the client went away, whichever comes first.
+    """
+
+    __slots__ = ("chunks", "close", "headers", "status")
+
+    def __init__(
+        self,
+        status: int,
+        headers: Headers,
+        chunks: AsyncIterator[bytes],
+        close: Callable[[], None],
+    ) -> None:
+        self.status = status
+        self.headers = headers
+        self.chunks = chunks
+        self.close = close
+
+
+async def _events(responses: GenerateResponses) -> AsyncIterator[bytes]:
+    """Server-Sent Events, one ``data:`` event per response; an error once the stream
+    started (the status is sent already) is an event ``{"error": ...}``, as Triton's."""
+    try:
+        async for answer in responses:
+            yield b"data: " + dumps(answer) + b"\n\n"
+    except ConveyorError as exc:
+        yield b"data: " + dumps({"error": exc.message}) + b"\n\n"
 
 
 class NotFoundRoute(ConveyorError):
@@ -51,11 +90,13 @@ class V2Routes:
 
     async def handle(
         self, method: str, path: str, read_body: ReadBody, header_length: bytes | None
-    ) -> Reply:
+    ) -> Reply | StreamingReply:
         parts = path.split("/")
         if len(parts) < 2 or parts[1] != "v2" or parts[0]:
             raise NotFoundRoute(f"no route {path!r}; V2 routes start with /v2")
         if len(parts) >= 4 and parts[2] == "models":
+            if method == "POST" and parts[-1] in ("generate", "generate_stream"):
+                return await self._generate(parts, path, await read_body())
             if method == "POST" and parts[-1] == "infer":
                 pending = self.begin_infer(path, await read_body(), header_length)
                 try:
@@ -86,6 +127,19 @@ class V2Routes:
         ):
             return await self._load_or_unload(parts[4], parts[5], await read_body())
         raise NotFoundRoute(f"no route {method} {path}")
+
+    # -- generate extension ---------------------------------------------------------------
+
+    async def _generate(self, parts: list[str], path: str, body: bytes) -> Reply | StreamingReply:
+        model, version = _model_and_version(parts, path)
+        responses = self.data.generate(model, version, _json_object(body, "generate request"))
+        if parts[-1] == "generate_stream":
+            return StreamingReply(200, list(EVENT_STREAM), _events(responses), responses.close)
+        try:
+            answers = [answer async for answer in responses]
+        finally:
+            responses.close()
+        return 200, dumps(only_response(answers, model)), JSON
 
     # -- health and metadata --------------------------------------------------------------
 

@@ -1,0 +1,230 @@
+"""Decoupled models: one request, many responses, each handed to the request's stream.
+
+A streaming request is queued like any other (same queue, priorities, deadlines and
+cancellation), with a :class:`StreamFuture` that carries its :class:`ResponseStream`. When an
+instance takes it, the model's ``run_stream`` sends responses through :class:`_Responses`,
+which checks each one against the config and puts it in the stream; the bounded stream makes
+the instance wait for a slow consumer. The future completes when the model closes the
+responses (at once, or later from another thread, as a Triton response sender may), and
+completing it ends the stream, with the request's error if it failed.
+
+A model that is not decoupled can be streamed too: its one answer is the stream's only
+response.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import threading
+import time
+import traceback
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Protocol
+
+import numpy as np
+
+from conveyor.backends.base import LoadedModel, RequestData
+from conveyor.engine.request import Request
+from conveyor.errors import Cancelled, ConveyorError, ModelError, Unsupported
+from conveyor.futures import InferFuture, Outputs
+from conveyor.streams import ResponseStream
+
+if TYPE_CHECKING:
+    from conveyor.engine.failures import FailureLog
+    from conveyor.engine.scheduler import RequestQueue
+    from conveyor.engine.stats import StatsRecorder
+    from conveyor.repository.config import ModelConfig, TensorSpec
+
+
+class ModelVersion(Protocol):
+    """What this module uses of :class:`conveyor.engine.model.ModelVersion` (named here,
+    not imported, so the two modules do not import each other): its queue, statistics and
+    the same output checks every response of an ordinary request gets."""
+
+    name: str
+    config: ModelConfig
+    queue: RequestQueue
+    stats: StatsRecorder
+    _failures: FailureLog
+
+    def submit(
+        self,
+        inputs: Mapping[str, np.ndarray],
+        *,
+        outputs: Sequence[str] | None,
+        priority: int,
+        timeout: float | None,
+        request_id: str | None,
+        future: InferFuture | None = None,
+    ) -> InferFuture: ...
+
+    def _reshaped(
+        self, arrays: dict[str, np.ndarray], specs: Sequence[TensorSpec], *, reshape: bool
+    ) -> dict[str, np.ndarray]: ...
+
+    def _check_produced(
+        self, produced: dict[str, np.ndarray], wanted: tuple[str, ...], total: int
+    ) -> dict[str, np.ndarray]: ...
+
+
+class StreamFuture(InferFuture):
+    """A streaming request's future: completes (with no outputs) after its last response."""
+
+    stream: ResponseStream
+
+
+class UnaryToDecoupled(Unsupported):
+    """A one-answer call (``submit``, gRPC ModelInfer, HTTP infer) to a decoupled model.
+
+    The message is Triton's words without their subject; each front end names itself
+    (:meth:`said_by`), as Triton's do ("ModelInfer RPC ...", "HTTP end point ...")."""
+
+    def said_by(self, endpoint: str) -> Unsupported:
+        return Unsupported(f"{endpoint} {self.message}")
+
+
+def refuse_unary(model: str) -> UnaryToDecoupled:
+    return UnaryToDecoupled(
+        f"doesn't support models with decoupled transaction policy: model {model!r} is "
+        "decoupled (it answers a request with any number of responses); stream it "
+        "(Engine.stream, gRPC ModelStreamInfer, HTTP generate_stream)"
+    )
+
+
+def start_stream(
+    version: ModelVersion,
+    inputs: Mapping[str, np.ndarray],
+    *,
+    outputs: Sequence[str] | None,
+    priority: int,
+    timeout: float | None,
+    request_id: str | None,
+    buffer: int,
+) -> ResponseStream:
+    """Queue one request of ``version``; return the stream its responses will arrive on."""
+    stream = ResponseStream(buffer)
+    if version.config.decoupled:
+        future: InferFuture = StreamFuture()
+        future.stream = stream  # type: ignore[attr-defined]
+        version.submit(
+            inputs,
+            outputs=outputs,
+            priority=priority,
+            timeout=timeout,
+            request_id=request_id,
+            future=future,
+        )
+        future.add_done_callback(lambda done: stream.finish(_error_of(done)))
+    else:
+        future = version.submit(
+            inputs, outputs=outputs, priority=priority, timeout=timeout, request_id=request_id
+        )
+        future.add_done_callback(lambda done: _answer_once(stream, done))
+    stream.request_id = future.request_id
+    stream.model_name = future.model_name
+    stream.model_version = future.model_version
+    # A consumer that goes away drops its request if it is still queued; a running one
+    # stops at its next response.
+    stream.on_close(future.cancel)
+    return stream
+
+
+def _error_of(done: concurrent.futures.Future[Outputs]) -> BaseException | None:
+    if done.cancelled():
+        return Cancelled("the request was cancelled")
+    return done.exception()
+
+
+def _answer_once(stream: ResponseStream, done: concurrent.futures.Future[Outputs]) -> None:
+    error = _error_of(done)
+    if error is None:
+        with contextlib.suppress(Cancelled):  # raised when nobody reads it any more
+            stream.put(done.result())
+    stream.finish(error)
+
+
+def run_decoupled(version: ModelVersion, model: LoadedModel, batch: list[Request]) -> None:
+    """On an instance thread: run each request of ``batch`` on its own, streaming."""
+    for request in batch:
+        responses = _Responses(version, request)
+        try:
+            inputs = version._reshaped(dict(request.inputs), version.config.inputs, reshape=True)
+            model.run_stream(
+                RequestData(inputs, request.outputs, request.future.request_id), responses
+            )
+        except Exception as exc:
+            responses.close(exc)
+
+
+class _Responses:
+    """One request's responses: checked, then put in its stream (the ``Responses`` a
+    backend sends to)."""
+
+    def __init__(self, version: ModelVersion, request: Request) -> None:
+        self._version = version
+        self._request = request
+        future = request.future
+        assert isinstance(future, StreamFuture), "a decoupled model's request has a stream"
+        self._stream = future.stream
+        self._lock = threading.Lock()
+        self._closed = False
+        self._started = version.queue.clock()
+        self._t0 = time.perf_counter_ns()
+
+    @property
+    def cancelled(self) -> bool:
+        """True once the stream's consumer went away (Triton's ``is_cancelled``)."""
+        return self._stream.closed
+
+    def send(self, outputs: dict[str, np.ndarray]) -> None:
+        version, request = self._version, self._request
+        if self._closed:
+            raise ModelError(
+                f"model {version.name!r} sent a response after its request's final one"
+            )
+        if not isinstance(outputs, dict):
+            raise ModelError(
+                f"model {version.name!r} sent a {type(outputs).__name__} as a response; "
+                "expected a dict of output name -> numpy.ndarray"
+            )
+        # A response may carry some of the outputs (e.g. only the next token).
+        wanted = tuple(name for name in request.outputs if name in outputs)
+        produced = version._reshaped(dict(outputs), version.config.outputs, reshape=False)
+        self._stream.put(version._check_produced(produced, wanted, request.batch_size))
+
+    def close(self, error: Exception | None = None) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        version, request = self._version, self._request
+        if error is not None and not isinstance(error, ConveyorError):
+            failed = ModelError(f"model {version.name!r} failed: {type(error).__name__}: {error}")
+            failed.model_traceback = "".join(traceback.format_exception(error))
+            error = failed
+        if isinstance(error, ConveyorError) and not isinstance(error, Cancelled):
+            version._failures.failed(error.message, error.model_traceback)
+        try:
+            if error is not None:
+                request.future.set_exception(error)
+            else:
+                request.future.set_result({})
+        except concurrent.futures.InvalidStateError:
+            return  # the watchdog failed it already (execution timeout)
+        ended = version.queue.clock()
+        if error is not None:
+            version.stats.record_failure(_ns(ended - request.enqueued))
+            return
+        version.stats.record_execution(
+            queue_ns=[_ns(self._started - request.enqueued)],
+            total_ns=[_ns(ended - request.enqueued)],
+            batch_size=request.batch_size,
+            input_ns=0,
+            infer_ns=time.perf_counter_ns() - self._t0,
+            output_ns=0,
+        )
+
+
+def _ns(seconds: float) -> int:
+    return max(0, int(seconds * 1e9))
