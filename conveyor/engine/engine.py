@@ -436,9 +436,13 @@ class Engine:
 
     def close(self, timeout: float | None = None) -> None:
         """Take no new requests; finish every queued and running one; stop the threads."""
-        self._closing = True
         with self._lock:
             running = [v for versions in self._running.values() for v in versions.values()]
+        # Ensembles drain first: their requests in flight still submit steps to the models.
+        for version in running:
+            if isinstance(version, EnsembleVersion):
+                version.close(timeout)
+        self._closing = True
         for version in running:
             version.queue.close()
         for version in running:

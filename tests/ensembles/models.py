@@ -9,7 +9,8 @@ so RESULT = 2 * RAW - 2, and SPAN_A / SPAN_B are the [start, end] times (time.mo
 the two sleep steps, which depend on nothing but the input and so must overlap. The
 ensembles' names sort before their step models', so the repository lists an ensemble before
 the models it needs. ``failing_pipeline``'s step 1 (``broken_step``) always raises.
-``relay`` passes INPUT0 through two echo models (zero-copy).
+``relay`` passes INPUT0 through two echo models (zero-copy); ``sleep_chain`` runs sleep_b
+after sleep_a (a step queued only once an earlier one finished).
 """
 
 from __future__ import annotations
@@ -203,6 +204,30 @@ input_map = { INPUT0 = "middle" }
 output_map = { OUTPUT0 = "OUTPUT0" }
 """
 
+SLEEP_CHAIN = """
+backend = "ensemble"
+
+[[inputs]]
+name = "DELAY"
+datatype = "FP32"
+shape = [1]
+
+[[outputs]]
+name = "SPAN"
+datatype = "FP64"
+shape = [2]
+
+[[steps]]
+model = "sleep_a"
+input_map = { INPUT0 = "DELAY" }
+output_map = { OUTPUT0 = "delay_again" }
+
+[[steps]]
+model = "sleep_b"
+input_map = { INPUT0 = "delay_again" }
+output_map = { OUTPUT1 = "SPAN" }
+"""
+
 STEP_MODELS = ("double", "tiny", "minus_three", "sleep_a", "sleep_b")
 
 
@@ -230,4 +255,5 @@ def build_repository(path: Path) -> Path:
     (path / "ensemble_pbtxt" / "1").mkdir()  # Triton's empty version folder (optional here)
     write_config(path / "failing_pipeline", "config.toml", FAILING_PIPELINE)
     write_config(path / "relay", "config.toml", RELAY)
+    write_config(path / "sleep_chain", "config.toml", SLEEP_CHAIN)
     return path

@@ -77,3 +77,10 @@ def test_the_ensemble_loads_its_steps_first_and_follows_their_readiness(tmp_path
         engine.load_model("tiny")
         assert engine.model("ensemble_toml").ready
         assert engine.submit("ensemble_toml", future_inputs).result(timeout=30)
+
+
+def test_close_finishes_the_ensemble_requests_in_flight(tmp_path: Path) -> None:
+    engine = Engine.from_repository(build_repository(tmp_path))
+    future = engine.submit("sleep_chain", {"DELAY": np.array([0.2], np.float32)})
+    engine.close()  # while sleep_a runs: sleep_b's step is submitted during the drain
+    assert future.result(timeout=0)["SPAN"].shape == (2,)
