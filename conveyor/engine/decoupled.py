@@ -20,7 +20,7 @@ import threading
 import time
 import traceback
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, cast
 
 import numpy as np
 
@@ -68,6 +68,23 @@ class ModelVersion(Protocol):
     ) -> dict[str, np.ndarray]: ...
 
 
+class Served(Protocol):
+    """Anything the engine serves under a name (a model version, an ensemble): its config
+    and an ordinary ``submit``."""
+
+    config: ModelConfig
+
+    def submit(
+        self,
+        inputs: Mapping[str, np.ndarray],
+        *,
+        outputs: Sequence[str] | None,
+        priority: int,
+        timeout: float | None,
+        request_id: str | None,
+    ) -> InferFuture: ...
+
+
 class StreamFuture(InferFuture):
     """A streaming request's future: completes (with no outputs) after its last response."""
 
@@ -93,7 +110,7 @@ def refuse_unary(model: str) -> UnaryToDecoupled:
 
 
 def start_stream(
-    version: ModelVersion,
+    version: ModelVersion | Served,
     inputs: Mapping[str, np.ndarray],
     *,
     outputs: Sequence[str] | None,
@@ -105,9 +122,11 @@ def start_stream(
     """Queue one request of ``version``; return the stream its responses will arrive on."""
     stream = ResponseStream(buffer)
     if version.config.decoupled:
+        # Only a model version is ever decoupled (an ensemble's config never is).
+        decoupled = cast(ModelVersion, version)
         future: InferFuture = StreamFuture()
         future.stream = stream  # type: ignore[attr-defined]
-        version.submit(
+        decoupled.submit(
             inputs,
             outputs=outputs,
             priority=priority,

@@ -6,6 +6,7 @@ model version's instance threads do the compute. Nothing here knows about HTTP o
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import enum
 import logging
@@ -19,6 +20,7 @@ import numpy as np
 
 from conveyor.backends.base import ModelCaller
 from conveyor.engine.decoupled import start_stream
+from conveyor.engine.ensemble import EnsembleVersion, StepModels
 from conveyor.engine.model import ModelVersion
 from conveyor.engine.stats import ModelStatistics
 from conveyor.errors import (
@@ -33,10 +35,13 @@ from conveyor.errors import (
 from conveyor.futures import InferFuture, Outputs
 from conveyor.repository.checks import model_warnings, repository_warnings
 from conveyor.repository.config import ModelConfig
+from conveyor.repository.ensemble import ENSEMBLE
 from conveyor.repository.layout import ModelSource, Repository
 from conveyor.streams import DEFAULT_BUFFER, ResponseStream
 
 log = logging.getLogger("conveyor.engine")
+# What the engine serves under a model name: a loaded model version, or an ensemble's.
+ServedVersion = ModelVersion | EnsembleVersion
 # Triton's prefix for a model (version) it cannot serve; clients match on it.
 UNKNOWN_MODEL = "Request for unknown model: "
 
@@ -112,13 +117,14 @@ class Engine:
         self.repository = repository
         self._lock = threading.Lock()
         # name -> version -> running model; replaced (never mutated) so submit reads it lock-free
-        self._running: dict[str, dict[int, ModelVersion]] = {}
-        self._latest: dict[str, ModelVersion] = {}
+        self._running: dict[str, dict[int, ServedVersion]] = {}
+        self._latest: dict[str, ServedVersion] = {}
         self._states: dict[str, _Status] = {}
         # Models this engine was asked to serve (at start, or by load_model) and not unloaded
         # since: one of them that is UNAVAILABLE failed to load.
         self._wanted: set[str] = set()
         self._closing = False
+        self._loading_ensembles: set[str] = set()  # to refuse an ensemble that contains itself
         if self.model_control is ModelControl.EXPLICIT:
             names = list(startup_models or [])
         else:
@@ -126,6 +132,8 @@ class Engine:
         for warning in repository_warnings(repository.root):
             log.warning("%s", warning)
         for name in names:
+            if name in self._states:
+                continue  # loaded already, as a step of an ensemble loaded before it
             try:
                 self._load(name)
             except ModelNotFound as exc:
@@ -212,7 +220,7 @@ class Engine:
         """``submit`` and await the result; no thread waits meanwhile."""
         return await self.submit(model, inputs, **kwargs)
 
-    def _version(self, model: str, version: int | str | None) -> ModelVersion:
+    def _version(self, model: str, version: int | str | None) -> ServedVersion:
         if version is None or version == "":
             running = self._latest.get(model)
             if running is not None:
@@ -298,7 +306,7 @@ class Engine:
 
     @staticmethod
     def _live_entry(
-        name: str, version: int, status: _Status, running: dict[str, dict[int, ModelVersion]]
+        name: str, version: int, status: _Status, running: dict[str, dict[int, ServedVersion]]
     ) -> RepositoryEntry:
         """A loaded version whose instances are all stuck past their execution timeout is
         listed UNAVAILABLE with why, until one of them returns."""
@@ -362,16 +370,18 @@ class Engine:
             self._states[name] = _Status(ModelState.LOADING)
         for warning in (*source.warnings, *model_warnings(name, source.path, source.config)):
             log.warning("%s", warning)
-        loaded: dict[int, ModelVersion] = {}
+        if source.config.backend == ENSEMBLE:
+            self._load_step_models(source)
+        loaded: dict[int, ServedVersion] = {}
         reason = ""
         for version in source.versions:
-            running, failure = _load_version(source, version, self.submit)
+            running, failure = _load_version(source, version, self.submit, self)
             if running is not None:
                 loaded[version] = running
             reason = failure or reason
         for version in source.fallbacks if not loaded else ():
             # The latest failed: serve the newest older version that loads, and say so.
-            running, failure = _load_version(source, version, self.submit)
+            running, failure = _load_version(source, version, self.submit, self)
             if running is not None:
                 loaded[version] = running
                 latest = source.versions[-1]
@@ -388,6 +398,21 @@ class Engine:
                 log.info("model %r version %s ready", name, ",".join(map(str, versions)))
             else:
                 self._states[name] = _Status(ModelState.UNAVAILABLE, reason=reason)
+
+    def _load_step_models(self, source: ModelSource) -> None:
+        """An ensemble's step models load before it (those not running already), so the
+        order in which a repository lists its models never matters. One that fails to load
+        fails the ensemble, whose load error then names the step."""
+        self._loading_ensembles.add(source.name)
+        try:
+            for model in dict.fromkeys(step.model for step in source.config.ensemble_steps):
+                if model in self._latest or model in self._loading_ensembles:
+                    continue  # running; or an ensemble that contains itself, refused below
+                # Not in the repository: the ensemble's own check names the step and model.
+                with contextlib.suppress(ModelNotFound):
+                    self._load(model)
+        finally:
+            self._loading_ensembles.discard(source.name)
 
     def _stop(self, name: str, why: str, *, keep_state: bool = False) -> None:
         with self._lock:
@@ -444,9 +469,13 @@ class Engine:
 
     def close(self, timeout: float | None = None) -> None:
         """Take no new requests; finish every queued and running one; stop the threads."""
-        self._closing = True
         with self._lock:
             running = [v for versions in self._running.values() for v in versions.values()]
+        # Ensembles drain first: their requests in flight still submit steps to the models.
+        for version in running:
+            if isinstance(version, EnsembleVersion):
+                version.close(timeout)
+        self._closing = True
         for version in running:
             version.queue.close()
         for version in running:
@@ -460,15 +489,22 @@ class Engine:
 
 
 def _load_version(
-    source: ModelSource, version: int, caller: ModelCaller
-) -> tuple[ModelVersion | None, str]:
+    source: ModelSource, version: int, caller: ModelCaller, models: StepModels
+) -> tuple[ServedVersion | None, str]:
     """One version loaded, or None and why not (logged, with the model's traceback if any).
 
-    ``caller`` (the engine's submit) lets the model's code call other models of this engine.
+    ``caller`` (the engine's submit) lets the model's code call other models of this engine;
+    ``models`` (the engine) runs an ensemble's steps.
     """
     try:
         source.check_version(version)
-        running = ModelVersion(source.config, version, source.version_dir(version), caller=caller)
+        running: ServedVersion
+        if source.config.backend == ENSEMBLE:
+            running = EnsembleVersion(source.config, version, models)
+        else:
+            running = ModelVersion(
+                source.config, version, source.version_dir(version), caller=caller
+            )
         try:
             running.warm_up()
         except BaseException:

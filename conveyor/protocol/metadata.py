@@ -129,6 +129,20 @@ def model_config(config: ModelConfig, platform: str, instance_count: int) -> dic
         }
     if config.warmup:
         result["model_warmup"] = [_warmup(sample) for sample in config.warmup]
+    if config.ensemble_steps:
+        # Triton's shape; an ensemble runs no instances of its own, so it lists no group.
+        del result["instance_group"]
+        result["ensemble_scheduling"] = {
+            "step": [
+                {
+                    "model_name": step.model,
+                    "model_version": -1 if step.version is None else step.version,
+                    "input_map": dict(step.input_map),
+                    "output_map": dict(step.output_map),
+                }
+                for step in config.ensemble_steps
+            ]
+        }
     return result
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from conveyor.errors import RepositoryError
 from conveyor.protocol.datatypes import DATATYPES, is_datatype
+from conveyor.repository.ensemble import ENSEMBLE, EnsembleStep, check_graph, parse_steps
 
 
 class InstanceKind(enum.StrEnum):
@@ -114,6 +115,9 @@ class ModelConfig:
     # Answers a request with zero, one or many responses (Triton's decoupled transaction
     # policy): served by Engine.stream and streaming front ends, refused by unary infer.
     decoupled: bool = False
+    # backend = "ensemble": the steps one request runs (config.toml's [[steps]], or
+    # config.pbtxt's ensemble_scheduling), already checked to form a graph without cycles.
+    ensemble_steps: tuple[EnsembleStep, ...] = ()
 
     @property
     def batching(self) -> bool:
@@ -140,6 +144,7 @@ _TOP_KEYS = {
     "outputs",
     "versions",
     "decoupled",
+    "steps",
 }
 _TENSOR_KEYS = {"name", "datatype", "shape", "optional"}
 _OUTPUT_KEYS = _TENSOR_KEYS | {"label_filename"}
@@ -252,6 +257,10 @@ def parse_config(name: str, raw: Mapping[str, Any], *, backend: str | None = Non
     if not isinstance(options, dict):
         raise fail(f"[{chosen_backend}] must be a table")
 
+    inputs = _tensors(raw.get("inputs", []), "inputs", fail)
+    outputs = _tensors(raw.get("outputs", []), "outputs", fail)
+    steps = _ensemble_steps(name, raw, chosen_backend, inputs, outputs, fail)
+
     return ModelConfig(
         name=name,
         backend=chosen_backend,
@@ -261,12 +270,37 @@ def parse_config(name: str, raw: Mapping[str, Any], *, backend: str | None = Non
         max_queue_size=max_queue_size,
         execution_timeout_s=execution_timeout_s,
         dynamic_batching=batching,
-        inputs=_tensors(raw.get("inputs", []), "inputs", fail),
-        outputs=_tensors(raw.get("outputs", []), "outputs", fail),
+        inputs=inputs,
+        outputs=outputs,
         versions=versions,
         backend_options=dict(options),
         decoupled=decoupled,
+        ensemble_steps=steps,
     )
+
+
+def _ensemble_steps(
+    name: str,
+    raw: Mapping[str, Any],
+    backend: str,
+    inputs: tuple[TensorSpec, ...],
+    outputs: tuple[TensorSpec, ...],
+    fail: Any,
+) -> tuple[EnsembleStep, ...]:
+    """An ensemble's [[steps]], checked as a graph; other backends may not have steps."""
+    if backend != ENSEMBLE:
+        if "steps" in raw:
+            raise fail(f'steps are for ensembles (backend = "{ENSEMBLE}"), not {backend!r} models')
+        return ()
+    # An ensemble runs no code of its own: its steps' models queue, batch and run.
+    for key in ("dynamic_batching", "instances", "instance_kind", "execution_timeout_s"):
+        if key in raw:
+            raise fail(f"{key} has no meaning for an ensemble (its steps' models have their own)")
+    if not inputs or not outputs:
+        raise fail("an ensemble lists its inputs and outputs ([[inputs]], [[outputs]])")
+    steps = parse_steps(name, raw.get("steps"))
+    check_graph(name, (s.name for s in inputs), (s.name for s in outputs), steps)
+    return steps
 
 
 def _tensors(raw: Any, section: str, fail: Any) -> tuple[TensorSpec, ...]:

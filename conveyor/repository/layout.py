@@ -15,6 +15,7 @@ from conveyor.repository import checks
 from conveyor.repository.checks import CONFIG_FILE
 from conveyor.repository.checks import MODEL_NAME as _MODEL_NAME
 from conveyor.repository.config import ModelConfig, load_config_file, parse_config, read_labels
+from conveyor.repository.ensemble import ENSEMBLE
 from conveyor.repository.pbtxt import PBTXT_FILE, read_pbtxt
 
 
@@ -70,6 +71,8 @@ class Repository:
         inferred = next((b for b in found if b is not None), None)
         config, warnings = self._config(name, path, inferred, available)
         config = read_labels(config, path)
+        if not available and config.backend == ENSEMBLE:
+            available = [1]  # Triton wants an empty 1/ beside an ensemble's config; not needed
         if not available:
             raise checks.misplaced_model_file(name, path) or RepositoryError(
                 f"model {name!r}: no version folders (e.g. {name}/1/)"

@@ -32,13 +32,14 @@ from conveyor.repository.config import (
     WarmupSample,
     parse_config,
 )
+from conveyor.repository.ensemble import ENSEMBLE
 
 PBTXT_FILE = "config.pbtxt"
 
 # platform or backend in config.pbtxt -> Conveyor's backend name.
-_PLATFORMS = {"onnxruntime_onnx": "onnxruntime"}
+_PLATFORMS = {"onnxruntime_onnx": "onnxruntime", ENSEMBLE: ENSEMBLE}
 _BACKENDS = {"onnxruntime": "onnxruntime", "python": "python"}
-_NOT_YET = {"ensemble", "openvino"}
+_NOT_YET = {"openvino"}
 
 # Top-level fields with no effect here, and fields that would change what the model answers.
 _WARNED = {
@@ -53,7 +54,6 @@ _WARNED = {
 _REFUSED = {
     "sequence_batching": "Conveyor has no sequence batcher (requests of a sequence would be "
     "batched and routed as independent ones)",
-    "ensemble_scheduling": "Conveyor does not run ensembles yet",
     "batch_input": "Conveyor does not make batch inputs (the model would miss a tensor)",
     "batch_output": "Conveyor does not split batch outputs",
     "model_repository_agents": "Conveyor runs no repository agents (the files would be used "
@@ -145,9 +145,14 @@ class _Reader:
         raw: dict[str, Any] = {"max_batch_size": m.max_batch_size, "backend": backend}
         if m.model_transaction_policy.decoupled:
             raw["decoupled"] = True
-        raw[backend] = self.parameters(m, backend)
+        if backend != ENSEMBLE:  # an ensemble runs no backend of its own to pass them to
+            raw[backend] = self.parameters(m, backend)
+        elif m.parameters:
+            self.warn("parameters")
         raw["inputs"] = [self.tensor(t, f"input[{i}]") for i, t in enumerate(m.input)]
         raw["outputs"] = [self.tensor(t, f"output[{i}]") for i, t in enumerate(m.output)]
+        if backend == ENSEMBLE or m.HasField("ensemble_scheduling"):
+            raw["steps"] = self.ensemble_steps(m, backend)
         groups, instances = self.instance_groups(m)
         if instances is not None:
             raw["instances"] = instances
@@ -188,6 +193,30 @@ class _Reader:
         if by_platform and by_backend and by_platform != by_backend:
             raise self.fail("backend", f"{m.backend!r} does not run platform {m.platform!r} models")
         return by_backend or by_platform
+
+    def ensemble_steps(self, m: pb.ModelConfig, backend: str) -> list[dict[str, Any]]:
+        """ensemble_scheduling's steps in config.toml's [[steps]] shape (checked there)."""
+        if backend != ENSEMBLE:
+            raise self.fail("ensemble_scheduling", f'needs platform: "{ENSEMBLE}"')
+        if not m.ensemble_scheduling.step:
+            raise self.fail(
+                "ensemble_scheduling",
+                'lists no step (platform "ensemble" needs ensemble_scheduling { step [...] })',
+            )
+        scheduling = m.ensemble_scheduling
+        self.sort_fields(scheduling, "ensemble_scheduling", {"max_inflight_requests"}, {})
+        steps = []
+        for i, step in enumerate(m.ensemble_scheduling.step):
+            self.sort_fields(step, f"ensemble_scheduling.step[{i}]", {"model_namespace"}, {})
+            steps.append(
+                {
+                    "model": step.model_name,
+                    "version": step.model_version,
+                    "input_map": dict(step.input_map),
+                    "output_map": dict(step.output_map),
+                }
+            )
+        return steps
 
     def parameters(self, m: pb.ModelConfig, backend: str) -> dict[str, Any]:
         options: dict[str, Any] = {}

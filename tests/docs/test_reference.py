@@ -28,6 +28,10 @@ PBTXT_ONLY_FIELDS = {
     "warmup",
 }
 
+# An ensemble's steps (config.toml's [[steps]] tables) are documented on docs/ensembles.md.
+ENSEMBLES = DOCS / "ensembles.md"
+ENSEMBLE_FIELDS = {"ensemble_steps": "[[steps]]"}
+
 
 def test_serving_lists_every_option_of_conveyor_serve() -> None:
     parser = argparse.ArgumentParser()
@@ -47,6 +51,7 @@ def test_serving_lists_every_option_of_conveyor_serve() -> None:
 def test_configuration_lists_every_config_key() -> None:
     page = (DOCS / "configuration.md").read_text(encoding="utf-8")
     keys = {field.name for field in dataclasses.fields(ModelConfig)} - {"name"} - PBTXT_ONLY_FIELDS
+    keys -= set(ENSEMBLE_FIELDS)
     # backend_options is the table named after the backend.
     keys = (keys - {"backend_options"}) | {"[onnxruntime]", "[python]"}
     missing = sorted(key for key in keys if key not in page)
@@ -54,3 +59,6 @@ def test_configuration_lists_every_config_key() -> None:
     migration = MIGRATION.read_text(encoding="utf-8")
     missing = sorted(field for field in PBTXT_ONLY_FIELDS if f"`{field}`" not in migration)
     assert not missing, f"docs/triton-migration.md does not mention {missing}"
+    ensembles = ENSEMBLES.read_text(encoding="utf-8")
+    missing = sorted(key for key in ENSEMBLE_FIELDS.values() if f"`{key}`" not in ensembles)
+    assert not missing, f"docs/ensembles.md does not mention {missing}"

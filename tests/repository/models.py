@@ -12,7 +12,7 @@
   warmup.log (so a test sees they ran before the model was ready).
 - Models that must fail to load, each for one reason: ``gpu_group`` (KIND_GPU),
   ``sequence`` (sequence_batching), ``both_files`` (config.toml and config.pbtxt),
-  ``broken`` (a parse error on line 3), ``ensemble_model`` (platform "ensemble").
+  ``broken`` (a parse error on line 3), ``ensemble_model`` (platform "ensemble", no steps).
 """
 
 from __future__ import annotations

@@ -172,7 +172,7 @@ def test_warmup_ran_before_the_model_was_ready(triton_server: RunningServer, tri
         ("sequence", ["sequence_batching", "not supported"]),
         ("both_files", ["both_files/config.toml", "both_files/config.pbtxt"]),
         ("broken", ["broken/config.pbtxt line 4 column 37", "TYPE_FLOAT32"]),
-        ("ensemble_model", ["platform", "'ensemble' is not supported yet"]),
+        ("ensemble_model", ["ensemble_scheduling", 'platform "ensemble" needs', "lists no step"]),
     ],
 )
 def test_a_refused_config_fails_its_model_with_the_reason(
