@@ -25,12 +25,12 @@ def test_labels_are_read_with_the_model(compat_repository: Path) -> None:
 
 
 def test_the_model_config_names_the_label_file(client: Any, protocol: str) -> None:
-    if protocol != "http":
-        # Conveyor's model_config.proto has no ModelOutput.label_filename (yet): gRPC
-        # ModelConfig leaves it out.
-        pytest.skip("gRPC's ModelConfig message has no label_filename here")
-    outputs = client.get_model_config("scores")["output"]
-    assert [o.get("label_filename") for o in outputs] == ["labels.txt", None, None]
+    if protocol == "http":
+        outputs = client.get_model_config("scores")["output"]
+        assert [o.get("label_filename") for o in outputs] == ["labels.txt", None, None]
+    else:
+        outputs = client.get_model_config("scores").config.output
+        assert [o.label_filename for o in outputs] == ["labels.txt", "", ""]
 
 
 def test_the_server_says_it_classifies(client: Any, protocol: str) -> None:
