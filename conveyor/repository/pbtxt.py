@@ -22,6 +22,7 @@ from typing import Any
 from google.protobuf import text_format
 from google.protobuf.message import Message
 
+from conveyor.backends.openvino_options import triton_parameters
 from conveyor.errors import RepositoryError
 from conveyor.protocol.grpc._generated import model_config_pb2 as pb
 from conveyor.repository.config import (
@@ -37,8 +38,8 @@ PBTXT_FILE = "config.pbtxt"
 
 # platform or backend in config.pbtxt -> Conveyor's backend name.
 _PLATFORMS = {"onnxruntime_onnx": "onnxruntime"}
-_BACKENDS = {"onnxruntime": "onnxruntime", "python": "python"}
-_NOT_YET = {"ensemble", "openvino"}
+_BACKENDS = {"onnxruntime": "onnxruntime", "python": "python", "openvino": "openvino"}
+_NOT_YET = {"ensemble"}
 
 # Top-level fields with no effect here, and fields that would change what the model answers.
 _WARNED = {
@@ -194,6 +195,13 @@ class _Reader:
 
     def parameters(self, m: pb.ModelConfig, backend: str) -> dict[str, Any]:
         options: dict[str, Any] = {}
+        if backend == "openvino":
+            strings = {key: p.string_value for key, p in m.parameters.items()}
+            try:
+                return triton_parameters(strings)
+            except ValueError as exc:
+                key, reason = exc.args
+                raise self.fail(f"parameters[{key!r}]", reason) from None
         for key, parameter in m.parameters.items():
             value: Any = parameter.string_value
             if backend == "onnxruntime":
