@@ -36,8 +36,19 @@ def _python() -> Backend:
     return PythonBackend()
 
 
+def _openvino() -> Backend:
+    from conveyor.backends.openvino import OpenVinoBackend
+
+    return OpenVinoBackend()
+
+
 register_backend("onnxruntime", _onnxruntime, "model.onnx", platform="onnxruntime_onnx")
 register_backend("python", _python, "model.py", process_instances=True)
+# IR (model.xml + model.bin) is found by itself; model.onnx only with backend = "openvino",
+# since an ONNX file alone means onnxruntime.
+register_backend(
+    "openvino", _openvino, "model.xml", platform="openvino", other_filenames=("model.onnx",)
+)
 
 __all__ = [
     "Backend",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -68,10 +68,27 @@ class LoadedModel(abc.ABC):
     # True: the engine calls ``run_requests`` with a batch's requests kept apart (no
     # concatenation), and each request may fail on its own.
     separate_requests: bool = False
+    # > 0: the model runs asynchronously. The engine calls ``start`` instead of ``run`` and
+    # keeps at most this many executions started and not yet done; the instance thread that
+    # started one is free at once to take the next batch.
+    max_in_flight: int = 0
 
     @abc.abstractmethod
     def run(self, inputs: dict[str, np.ndarray], outputs: Sequence[str]) -> dict[str, np.ndarray]:
         """Run one (possibly batched) execution; return at least the named outputs."""
+
+    def start(
+        self,
+        inputs: dict[str, np.ndarray],
+        outputs: Sequence[str],
+        done: Callable[[dict[str, np.ndarray] | Exception], None],
+    ) -> None:
+        """Start one execution and return; ``done`` is called once with its outputs or error.
+
+        Used instead of ``run`` when ``max_in_flight`` > 0. ``done`` may be called from any
+        thread (a runtime's own completion thread); raising here fails the batch at once.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not run asynchronously")
 
     def run_requests(
         self, requests: Sequence[RequestData]

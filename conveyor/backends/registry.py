@@ -26,6 +26,9 @@ class BackendInfo:
     filename: str  # its model file in a version folder, e.g. model.onnx
     platform: str  # the model metadata's "platform" (Triton's name for it)
     process_instances: bool  # whether instance_kind = "process" may run its models
+    # Other model files it loads when the config names it (openvino also loads model.onnx);
+    # never used to guess a backend.
+    other_filenames: tuple[str, ...] = ()
 
 
 _BACKENDS: dict[str, BackendInfo] = {}
@@ -38,14 +41,21 @@ def register_backend(
     *,
     platform: str | None = None,
     process_instances: bool = False,
+    other_filenames: tuple[str, ...] = (),
 ) -> None:
     """Make ``backend = "<name>"`` use ``factory()``; ``filename`` is its model file's name.
 
     ``platform`` defaults to ``name``. ``process_instances``: its loaded models can be forked
-    into worker processes (instance_kind = "process").
+    into worker processes (instance_kind = "process"). ``other_filenames``: files it also
+    loads when a config names the backend.
     """
     _BACKENDS[name] = BackendInfo(
-        name, factory, filename, platform or name, process_instances=process_instances
+        name,
+        factory,
+        filename,
+        platform or name,
+        process_instances=process_instances,
+        other_filenames=other_filenames,
     )
 
 
@@ -71,6 +81,12 @@ def platform(name: str) -> str:
 def model_filenames() -> dict[str, str]:
     """Every registered backend's model file name, by backend name."""
     return {info.name: info.filename for info in _BACKENDS.values()}
+
+
+def other_model_filenames(name: str) -> tuple[str, ...]:
+    """The other model files a ``name`` backend loads when a config names it."""
+    info = _BACKENDS.get(name)
+    return info.other_filenames if info is not None else ()
 
 
 def infer_backend(version_dir: Path) -> str | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import traceback
 from collections.abc import Mapping, Sequence
@@ -16,7 +17,7 @@ from conveyor.backends.base import LoadedModel, ModelCaller, RequestData
 from conveyor.engine.batcher import join_inputs, split_outputs, wanted_outputs
 from conveyor.engine.decoupled import refuse_unary, run_decoupled
 from conveyor.engine.failures import FailureLog
-from conveyor.engine.instances import Instances, ThreadInstances
+from conveyor.engine.instances import Instances, TakeWork, ThreadInstances
 from conveyor.engine.outputs import requested_outputs
 from conveyor.engine.processes import ProcessInstances, ProcessPool
 from conveyor.engine.request import Request
@@ -87,6 +88,13 @@ class ModelVersion:
         self._policy = policy
         name = f"{config.name}-v{version}"
         take = lambda: self.queue.take(policy)  # noqa: E731 - one closure shared below
+        # An asynchronous model (LoadedModel.max_in_flight) has at most that many batches
+        # started; an instance thread takes a batch only once a slot is free, so the rest
+        # wait in the queue (priorities, deadlines, batching) rather than in the runtime.
+        in_flight = loaded[0].max_in_flight if loaded else 0
+        self._slots = threading.BoundedSemaphore(max(in_flight, 1))
+        if in_flight:
+            take = self._take_with_slot(take)
         self._instances: Instances
         if processes is not None:
             self._instances = ProcessInstances(name, processes, count, take, self._execute)
@@ -101,6 +109,16 @@ class ModelVersion:
                 on_overrun=self._overrun,
                 on_all_stuck=self._fail_waiting,
             )
+
+    def _take_with_slot(self, take: TakeWork) -> TakeWork:
+        def take_when_free() -> list[Request] | None:
+            self._slots.acquire()
+            work = take()
+            if work is None:
+                self._slots.release()
+            return work
+
+        return take_when_free
 
     # -- submitting -------------------------------------------------------------------------
 
@@ -259,7 +277,6 @@ class ModelVersion:
         clock = self.queue.clock
         started = clock()
         t0 = time.perf_counter_ns()
-        total = sum(r.batch_size for r in batch)
         try:
             if model.separate_requests:
                 requests = [
@@ -281,19 +298,75 @@ class ModelVersion:
                 inputs = self._reshaped(join_inputs(batch), self.config.inputs, reshape=True)
                 wanted = wanted_outputs(batch)
                 t1 = time.perf_counter_ns()
+                if model.max_in_flight:
+                    # Asynchronous: the runtime's completion callback finishes the batch,
+                    # and this instance thread goes on to take the next one.
+                    model.start(
+                        inputs,
+                        wanted,
+                        lambda outcome: self._finish_started(
+                            batch, wanted, outcome, started, (t0, t1)
+                        ),
+                    )
+                    return
                 produced = model.run(inputs, wanted)
                 t2 = time.perf_counter_ns()
-                produced = self._reshaped(produced, self.config.outputs, reshape=False)
-                joined = self._check_produced(produced, wanted, total)
-                results = list(split_outputs(joined, batch))
+                results = self._split_produced(produced, wanted, batch)
         except Exception as exc:
-            error = exc if isinstance(exc, ConveyorError) else _model_failed(self.name, exc)
-            self._failures.failed(error.message, error.model_traceback)
-            failed = [request for request in batch if _settle(request, error=error)]
-            ended = clock()
-            for request in failed:
-                self.stats.record_failure(_ns(ended - request.enqueued))
+            self._fail_batch(batch, exc)
+            if model.max_in_flight:
+                self._slots.release()  # it never started: no callback will free its slot
             return
+        self._deliver(batch, results, started, (t0, t1, t2))
+
+    def _split_produced(
+        self, produced: dict[str, np.ndarray], wanted: tuple[str, ...], batch: list[Request]
+    ) -> list[dict[str, np.ndarray] | ConveyorError]:
+        produced = self._reshaped(produced, self.config.outputs, reshape=False)
+        joined = self._check_produced(produced, wanted, sum(r.batch_size for r in batch))
+        return list(split_outputs(joined, batch))
+
+    def _finish_started(
+        self,
+        batch: list[Request],
+        wanted: tuple[str, ...],
+        outcome: dict[str, np.ndarray] | Exception,
+        started: float,
+        times: tuple[int, int],
+    ) -> None:
+        """An asynchronous execution's end, on the runtime's completion thread."""
+        try:
+            t2 = time.perf_counter_ns()
+            if isinstance(outcome, Exception):
+                self._fail_batch(batch, outcome)
+                return
+            try:
+                results = self._split_produced(outcome, wanted, batch)
+            except Exception as exc:
+                self._fail_batch(batch, exc)
+                return
+            self._deliver(batch, results, started, (*times, t2))
+        finally:
+            self._slots.release()
+
+    def _fail_batch(self, batch: list[Request], exc: Exception) -> None:
+        error = exc if isinstance(exc, ConveyorError) else _model_failed(self.name, exc)
+        self._failures.failed(error.message, error.model_traceback)
+        failed = [request for request in batch if _settle(request, error=error)]
+        ended = self.queue.clock()
+        for request in failed:
+            self.stats.record_failure(_ns(ended - request.enqueued))
+
+    def _deliver(
+        self,
+        batch: list[Request],
+        results: Sequence[dict[str, np.ndarray] | ConveyorError],
+        started: float,
+        times: tuple[int, int, int],
+    ) -> None:
+        t0, t1, t2 = times
+        clock = self.queue.clock
+        total = sum(r.batch_size for r in batch)
         # Requests the watchdog already failed (execution timeout) are neither answered
         # twice nor counted as successes.
         delivered = []

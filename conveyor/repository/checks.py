@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from conveyor.backends import model_filenames
+from conveyor.backends.registry import other_model_filenames
 from conveyor.errors import RepositoryError
 from conveyor.repository.config import ModelConfig
 from conveyor.repository.pbtxt import PBTXT_FILE
@@ -85,6 +86,10 @@ def check_version_folder(
     config's default_model_filename)."""
     filename = model_filename or model_filenames().get(backend)
     if filename is None or (version_dir / filename).exists():
+        return
+    if model_filename is None and any(
+        (version_dir / other).exists() for other in other_model_filenames(backend)
+    ):
         return
     held = sorted(p.name for p in version_dir.iterdir()) if version_dir.is_dir() else []
     what = f"holds only {', '.join(held[:5])}" if held else "is empty"

@@ -22,6 +22,7 @@ from typing import Any
 from google.protobuf import text_format
 from google.protobuf.message import Message
 
+from conveyor.backends.openvino_options import triton_parameters
 from conveyor.errors import RepositoryError
 from conveyor.protocol.grpc._generated import model_config_pb2 as pb
 from conveyor.repository.config import (
@@ -38,8 +39,7 @@ PBTXT_FILE = "config.pbtxt"
 
 # platform or backend in config.pbtxt -> Conveyor's backend name.
 _PLATFORMS = {"onnxruntime_onnx": "onnxruntime", ENSEMBLE: ENSEMBLE}
-_BACKENDS = {"onnxruntime": "onnxruntime", "python": "python"}
-_NOT_YET = {"openvino"}
+_BACKENDS = {"onnxruntime": "onnxruntime", "python": "python", "openvino": "openvino"}
 
 # Top-level fields with no effect here, and fields that would change what the model answers.
 _WARNED = {
@@ -183,8 +183,6 @@ class _Reader:
             ("platform", m.platform, _PLATFORMS),
             ("backend", m.backend, _BACKENDS),
         ):
-            if value in _NOT_YET:
-                raise self.fail(field, f"{value!r} is not supported yet")
             if value and value not in known:
                 choices = ", ".join(repr(k) for k in known)
                 raise self.fail(field, f"{value!r} is not supported; Conveyor serves {choices}")
@@ -220,6 +218,13 @@ class _Reader:
 
     def parameters(self, m: pb.ModelConfig, backend: str) -> dict[str, Any]:
         options: dict[str, Any] = {}
+        if backend == "openvino":
+            strings = {key: p.string_value for key, p in m.parameters.items()}
+            try:
+                return triton_parameters(strings)
+            except ValueError as exc:
+                key, reason = exc.args
+                raise self.fail(f"parameters[{key!r}]", reason) from None
         for key, parameter in m.parameters.items():
             value: Any = parameter.string_value
             if backend == "onnxruntime":

@@ -213,7 +213,8 @@ def test_backend_facts_come_from_the_registry(monkeypatch):
     config = parse_config("m", {"backend": "fake", "fake": {"threads": 2}})
     assert config.backend_options == {"threads": 2}
     assert backends.platform("fake") == "fake_platform"
-    with pytest.raises(conveyor.RepositoryError, match='"fake" or "onnxruntime" or "python"'):
+    every = '"fake" or "onnxruntime" or "openvino" or "python"'
+    with pytest.raises(conveyor.RepositoryError, match=every):
         parse_config("m", {})
     with pytest.raises(conveyor.RepositoryError, match="unknown config key 'other'"):
         parse_config("m", {"backend": "fake", "other": {}})

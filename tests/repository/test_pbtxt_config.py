@@ -34,7 +34,7 @@ def source_error(root: Path, name: str) -> str:
     ("pbtxt", "words"),
     [
         ('name: "other"', ["name", "'other' does not match the model's folder 'm'"]),
-        ('backend: "openvino"', ["backend", "'openvino' is not supported yet"]),
+        ('backend: "ensemble"', ["backend", "'ensemble' is not supported; Conveyor serves"]),
         ('platform: "tensorrt_plan"', ["platform", "'tensorrt_plan' is not supported"]),
         ('ensemble_scheduling { step [ { model_name: "a" } ] }', ["ensemble_scheduling"]),
         (
