@@ -9,9 +9,9 @@ Every failure, logged or not, is also kept in a short ring (``recent()``) for th
 
 from __future__ import annotations
 
-import logging
 import collections
 import dataclasses
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -48,9 +48,7 @@ class FailureLog:
         self._lock = threading.Lock()
         self._last: float | None = None
         self._suppressed = 0
-        self._recent: collections.deque[RecentFailure] = collections.deque(
-            maxlen=RECENT_FAILURES
-        )
+        self._recent: collections.deque[RecentFailure] = collections.deque(maxlen=RECENT_FAILURES)
 
     def recent(self) -> tuple[RecentFailure, ...]:
         """The last failures, oldest first (logged or not)."""

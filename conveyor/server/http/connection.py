@@ -36,12 +36,10 @@ import contextlib
 import logging
 import ssl
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from email.utils import formatdate
 from typing import Protocol, runtime_checkable
 from urllib.parse import unquote
-
-from collections.abc import AsyncIterator
 
 import httptools
 import numpy as np

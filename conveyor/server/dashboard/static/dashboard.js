@@ -24,9 +24,10 @@ function ms(value) {
 }
 
 function tile(label, value, unit, field, bad) {
-  const v = el("div", { class: "value", "data-field": field }, value);
-  if (unit) v.append(" ", el("small", {}, unit));
-  return el("div", { class: "tile" + (bad ? " bad" : "") }, el("div", { class: "label" }, label), v);
+  const name = el("div", { class: "label" }, label);
+  if (unit) name.append(" ", el("span", { class: "unit" }, unit));
+  const v = el("div", { class: "value", "data-field": field, title: value }, value);
+  return el("div", { class: "tile" + (bad ? " bad" : "") }, name, v);
 }
 
 function batchBars(sizes) {
@@ -59,14 +60,14 @@ function modelCard(m) {
 
   const lat = m.latency_ms || {};
   card.append(el("div", { class: "tiles" },
-    tile("requests/s", num(m.requests_per_s), "", "requests_per_s"),
-    tile("failures/s", num(m.failures_per_s), "", "failures_per_s", m.failures_per_s > 0),
-    tile("queue", String(m.pending), "", "pending"),
-    tile("avg batch", num(m.avg_batch_size, 2), "", "avg_batch_size"),
+    tile("req/s", num(m.requests_per_s), "", "requests_per_s"),
+    tile("fail/s", num(m.failures_per_s), "", "failures_per_s", m.failures_per_s > 0),
+    tile("queued", String(m.pending), "", "pending"),
+    tile("batch", num(m.avg_batch_size, 2), "avg", "avg_batch_size"),
     tile("p50", ms(lat.p50), "ms", "p50"),
     tile("p90", ms(lat.p90), "ms", "p90"),
     tile("p99", ms(lat.p99), "ms", "p99"),
-    tile("in queue", ms(m.avg_queue_ms), "ms avg", "avg_queue_ms")));
+    tile("wait", ms(m.avg_queue_ms), "ms", "avg_queue_ms")));
 
   const used = m.utilization === null ? 0 : m.utilization;
   const meter = el("div", { class: "meter" }, el("div", {}));
@@ -107,7 +108,7 @@ function svg(tag, attrs) {
 function niceMax(value) {
   if (!(value > 0)) return 1;
   const step = Math.pow(10, Math.floor(Math.log10(value)));
-  for (const m of [1, 2, 2.5, 5, 10]) if (m * step >= value) return m * step;
+  for (const m of [1, 2, 4, 8, 10]) if (m * step >= value) return m * step;
   return 10 * step;
 }
 
@@ -118,8 +119,11 @@ function drawChart(history) {
   const pad = { l: 44, r: 48, t: 8, b: 20 };
   chart.setAttribute("viewBox", `0 0 ${width} ${height}`);
   chart.replaceChildren();
-  const span = 300;
   const now = history.length ? history[history.length - 1].t : Date.now() / 1000;
+  // Up to 5 minutes, but never less than one: a young server's line is not a speck at the edge.
+  const span = Math.min(300, Math.max(60, history.length ? now - history[0].t : 0));
+  const ago = (s) => (s >= 60 ? `-${+(s / 60).toFixed(1)} min` : `-${Math.round(s)} s`);
+  $("chart-title").textContent = `Last ${span >= 90 ? Math.round(span / 60) + " minutes" : Math.round(span) + " seconds"}`;
   const x = (t) => pad.l + ((t - (now - span)) / span) * (width - pad.l - pad.r);
   const rateMax = niceMax(Math.max(0, ...history.map((p) => p.requests_per_s + p.failures_per_s)));
   const latMax = niceMax(Math.max(0, ...history.map((p) => p.p99_ms || 0)));
@@ -131,11 +135,11 @@ function drawChart(history) {
     const left = svg("text", { x: pad.l - 6, y: y + 4, "text-anchor": "end" });
     left.textContent = num(rateMax * (1 - i / 4), rateMax >= 10 ? 0 : 1);
     const right = svg("text", { x: width - pad.r + 6, y: y + 4 });
-    right.textContent = ms(latMax * (1 - i / 4));
+    right.textContent = +(latMax * (1 - i / 4)).toPrecision(3) + (i === 0 ? " ms" : "");
     chart.append(left, right);
   }
-  for (const [label, t] of [["-5 min", now - 300], ["-2.5 min", now - 150], ["now", now]]) {
-    const text = svg("text", { x: x(t), y: height - 4, "text-anchor": label === "now" ? "end" : label === "-5 min" ? "start" : "middle" });
+  for (const [label, t, anchor] of [[ago(span), now - span, "start"], [ago(span / 2), now - span / 2, "middle"], ["now", now, "end"]]) {
+    const text = svg("text", { x: x(t), y: height - 4, "text-anchor": anchor });
     text.textContent = label;
     chart.append(text);
   }
