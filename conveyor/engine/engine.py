@@ -21,7 +21,7 @@ import numpy as np
 from conveyor.backends.base import ModelCaller
 from conveyor.engine.decoupled import start_stream
 from conveyor.engine.ensemble import EnsembleVersion, StepModels
-from conveyor.engine.model import ModelVersion
+from conveyor.engine.model import ModelActivity, ModelVersion
 from conveyor.engine.stats import ModelStatistics
 from conveyor.errors import (
     ConveyorError,
@@ -466,6 +466,16 @@ class Engine:
         else:
             running = [self._version(name, version)]
         return [v.statistics() for v in sorted(running, key=lambda v: (v.name, v.version))]
+
+    def activity(self) -> list[ModelActivity]:
+        """Every running model version's instances, workers and last failures."""
+        running = [
+            v
+            for versions in self._running.values()
+            for v in versions.values()
+            if isinstance(v, ModelVersion)  # an ensemble runs no instances of its own
+        ]
+        return [v.activity() for v in sorted(running, key=lambda v: (v.name, v.version))]
 
     def close(self, timeout: float | None = None) -> None:
         """Take no new requests; finish every queued and running one; stop the threads."""

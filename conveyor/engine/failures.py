@@ -4,10 +4,13 @@ A request that makes a model raise gets its 500 from the front end, but whoever 
 server needs the traceback (file and line) to fix the model. A model that fails on every
 request must not bury the log in identical tracebacks, so each model logs at most one
 failure per ``interval_s`` and counts the rest, which the next logged one reports.
+Every failure, logged or not, is also kept in a short ring (``recent()``) for the dashboard.
 """
 
 from __future__ import annotations
 
+import collections
+import dataclasses
 import logging
 import threading
 import time
@@ -15,6 +18,16 @@ from collections.abc import Callable
 
 # One traceback per model per minute: enough to see a failure come and go.
 DEFAULT_INTERVAL_S = 60.0
+# The last failures kept per model for the dashboard: enough to read, never a growing list.
+RECENT_FAILURES = 10
+
+
+@dataclasses.dataclass(frozen=True)
+class RecentFailure:
+    """One failure of a model: when (Unix seconds) and its message (no traceback)."""
+
+    at: float
+    message: str
 
 
 class FailureLog:
@@ -35,6 +48,12 @@ class FailureLog:
         self._lock = threading.Lock()
         self._last: float | None = None
         self._suppressed = 0
+        self._recent: collections.deque[RecentFailure] = collections.deque(maxlen=RECENT_FAILURES)
+
+    def recent(self) -> tuple[RecentFailure, ...]:
+        """The last failures, oldest first (logged or not)."""
+        with self._lock:
+            return tuple(self._recent)
 
     def failed(self, message: str, details: str | None = None) -> bool:
         """Log ``message`` (and ``details``, a traceback) unless one was logged lately.
@@ -43,6 +62,7 @@ class FailureLog:
         """
         now = self._clock()
         with self._lock:
+            self._recent.append(RecentFailure(time.time(), message))
             if self._last is not None and now - self._last < self._interval:
                 self._suppressed += 1
                 return False

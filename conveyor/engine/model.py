@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -16,13 +17,13 @@ from conveyor.backends import get_backend, platform
 from conveyor.backends.base import LoadedModel, ModelCaller, RequestData
 from conveyor.engine.batcher import join_inputs, split_outputs, wanted_outputs
 from conveyor.engine.decoupled import refuse_unary, run_decoupled
-from conveyor.engine.failures import FailureLog
+from conveyor.engine.failures import FailureLog, RecentFailure
 from conveyor.engine.instances import Instances, TakeWork, ThreadInstances
 from conveyor.engine.outputs import requested_outputs
 from conveyor.engine.processes import ProcessInstances, ProcessPool
 from conveyor.engine.request import Request
 from conveyor.engine.scheduler import BatchPolicy, RequestQueue
-from conveyor.engine.stats import ModelStatistics, StatsRecorder
+from conveyor.engine.stats import ModelStatistics, StatsRecorder, WorkerStatus
 from conveyor.engine.warmup import sample_inputs
 from conveyor.errors import (
     ConveyorError,
@@ -36,6 +37,19 @@ from conveyor.protocol.datatypes import BYTES, datatype_of, numpy_dtype
 from conveyor.repository.config import InstanceKind, ModelConfig, TensorSpec
 
 log = logging.getLogger("conveyor.engine")
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelActivity:
+    """What the dashboard shows of a running model version beyond its statistics."""
+
+    name: str
+    version: int
+    backend: str
+    instance_kind: str
+    instance_count: int
+    workers: tuple[WorkerStatus, ...]  # process instances only
+    recent_failures: tuple[RecentFailure, ...]
 
 
 class ModelVersion:
@@ -513,6 +527,20 @@ class ModelVersion:
 
     def statistics(self) -> ModelStatistics:
         return self.stats.snapshot(pending=len(self.queue))
+
+    def activity(self) -> ModelActivity:
+        """How its instances run, their workers, and its last failures."""
+        instances = self._instances
+        workers = instances.workers() if isinstance(instances, ProcessInstances) else ()
+        return ModelActivity(
+            name=self.name,
+            version=self.version,
+            backend=self.config.backend,
+            instance_kind=str(self.config.instance_kind),
+            instance_count=instances.count,
+            workers=workers,
+            recent_failures=self._failures.recent(),
+        )
 
     def close(self, timeout: float | None = None) -> bool:
         """Take no new requests, finish every queued and running one, release the model."""

@@ -44,6 +44,16 @@ class ModelStatistics:
     batch_stats: tuple[BatchStats, ...]
 
 
+@dataclasses.dataclass(frozen=True)
+class WorkerStatus:
+    """One process instance's worker: its pid (None between a death and its successor),
+    whether it runs, and how many workers were started to replace one that ended."""
+
+    pid: int | None
+    alive: bool
+    restarts: int
+
+
 class _Accumulator:
     __slots__ = ("count", "ns")
 

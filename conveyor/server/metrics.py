@@ -78,6 +78,17 @@ class LatencyHistograms:
             series[0][index] += 1
             series[1][0] += seconds
 
+    def counts(self) -> dict[tuple[str, str], list[int]]:
+        """Count per bucket (+Inf last) per (model, version), every protocol together."""
+        with self._lock:
+            series = [(key, list(c)) for key, (c, _) in self._series.items()]
+        merged: dict[tuple[str, str], list[int]] = {}
+        for (model, version, _), counts in series:
+            into = merged.setdefault((model, version), [0] * len(counts))
+            for index, count in enumerate(counts):
+                into[index] += count
+        return merged
+
     def family(self) -> HistogramMetricFamily:
         family = HistogramMetricFamily(
             LATENCY,
@@ -93,6 +104,24 @@ class LatencyHistograms:
                 cumulative.append((_bound(bound), running))
             family.add_metric(list(key), cumulative, total)
         return family
+
+
+def quantile(buckets: tuple[float, ...], counts: list[int], q: float) -> float | None:
+    """The ``q`` quantile of bucketed counts (+Inf last), interpolated inside its bucket
+    as Prometheus' ``histogram_quantile`` does; None with no observations."""
+    total = sum(counts)
+    if total == 0:
+        return None
+    rank = q * total
+    running = 0
+    for index, count in enumerate(counts):
+        if count and running + count >= rank:
+            if index == len(buckets):  # +Inf: all we know is "above the last bound"
+                return buckets[-1]
+            lower = buckets[index - 1] if index else 0.0
+            return lower + (buckets[index] - lower) * (rank - running) / count
+        running += count
+    return buckets[-1]
 
 
 def _bound(value: float) -> str:

@@ -1,4 +1,5 @@
-"""The metrics port: ``GET /metrics`` on the server's own HTTP front end.
+"""The metrics port: ``GET /metrics`` and the live dashboard (``/``, ``/dashboard``) on the
+server's own HTTP front end.
 
 The same httptools front end as the V2 port, so the metrics port has the same read
 timeouts, keep-alive limit, backlog, TLS and bearer token; only the routes differ.
@@ -14,7 +15,9 @@ from typing import TYPE_CHECKING
 from prometheus_client import CollectorRegistry
 
 from conveyor.server.auth import BearerAuth
-from conveyor.server.http.connection import BACKLOG, HTTPToolsFrontEnd
+from conveyor.server.dashboard import DashboardFeed
+from conveyor.server.dashboard.feed import EVENTS_PATH, STATE_PATH
+from conveyor.server.http.connection import BACKLOG, HTTPToolsFrontEnd, StreamReply
 from conveyor.server.http.routes import Reply
 from conveyor.server.metrics import LatencyHistograms, exposition, registry
 
@@ -26,16 +29,24 @@ CONTENT_TYPE = b"text/plain; version=0.0.4; charset=utf-8"
 MAX_BODY_BYTES = 64 * 1024
 NOT_FOUND: Reply = (
     404,
-    b"not found: metrics are at /metrics\n",
+    b"not found: metrics are at /metrics, the dashboard at /\n",
     [(b"content-type", b"text/plain")],
 )
 
 
-class MetricsRoutes:
-    """``GET``/``HEAD /metrics`` in Prometheus text format, built off the event loop."""
+NO_STORE = (b"cache-control", b"no-store")
 
-    def __init__(self, metrics_registry: CollectorRegistry) -> None:
+
+class MetricsRoutes:
+    """``GET``/``HEAD /metrics`` in Prometheus text format, built off the event loop, and
+    the dashboard: its page and files, ``/dashboard/state`` (JSON) and
+    ``/dashboard/events`` (server-sent events, one snapshot a second)."""
+
+    def __init__(
+        self, metrics_registry: CollectorRegistry, dashboard: DashboardFeed | None = None
+    ) -> None:
         self._registry = metrics_registry
+        self._dashboard = dashboard
 
     async def handle(
         self,
@@ -43,13 +54,30 @@ class MetricsRoutes:
         path: str,
         read_body: Callable[[], Awaitable[bytes]],
         header_length: bytes | None,
-    ) -> Reply:
-        if path != "/metrics" or method not in ("GET", "HEAD"):
+    ) -> Reply | StreamReply:
+        if method not in ("GET", "HEAD"):
             return NOT_FOUND
+        if path != "/metrics":
+            return await self._dashboard_reply(path)
         loop = asyncio.get_running_loop()
         # Reading statistics takes the engine's locks: not on the event loop.
         body = await loop.run_in_executor(None, exposition, self._registry)
         return 200, body, [(b"content-type", CONTENT_TYPE)]
+
+    async def _dashboard_reply(self, path: str) -> Reply | StreamReply:
+        dashboard = self._dashboard
+        if dashboard is None:
+            return NOT_FOUND
+        if path == EVENTS_PATH:
+            headers = [(b"content-type", b"text/event-stream"), NO_STORE]
+            return 200, dashboard.events(), headers
+        if path == STATE_PATH:
+            return 200, await dashboard.state(), [(b"content-type", b"application/json"), NO_STORE]
+        asset = dashboard.asset(path)
+        if asset is None:
+            return NOT_FOUND
+        content_type, body = asset
+        return 200, body, [(b"content-type", content_type)]
 
 
 def metrics_front_end(
@@ -66,7 +94,7 @@ def metrics_front_end(
     backlog: int = BACKLOG,
 ) -> HTTPToolsFrontEnd:
     return HTTPToolsFrontEnd(
-        MetricsRoutes(registry(engine, histograms)),
+        MetricsRoutes(registry(engine, histograms), DashboardFeed(engine, histograms)),
         host,
         port,
         name="metrics",

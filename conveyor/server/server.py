@@ -160,6 +160,9 @@ class Server:
         self.data_plane.engine = engine
         names = ", ".join(engine.model_names()) or "none"
         log.info("ready: serving %s", names)
+        for front_end in self.front_ends:
+            if front_end.name == "metrics":
+                log.info("dashboard: %s/", front_end.url)
 
     def _engine_from_settings(self) -> Engine:
         s = self.settings

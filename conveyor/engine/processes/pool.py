@@ -38,6 +38,7 @@ from conveyor.engine.processes.messages import (
 )
 from conveyor.engine.processes.shm import SharedBuffer, attach, read_tensors, unmap, write_tensors
 from conveyor.engine.processes.zygote import Zygote, start_zygote
+from conveyor.engine.stats import WorkerStatus
 from conveyor.errors import ModelError, RepositoryError
 from conveyor.repository.config import ModelConfig
 
@@ -184,6 +185,17 @@ class WorkerSlot(LoadedModel):
         self._closing = False
         self._lock = threading.Lock()  # guards _worker between run() and close()
         self._worker: Worker | None = pool.spawn()
+        self.restarts = 0  # workers started to replace one that died, hung or went astray
+
+    def status(self) -> WorkerStatus:
+        """This instance's worker as the dashboard shows it."""
+        with self._lock:
+            worker = self._worker
+        return WorkerStatus(
+            pid=worker.pid if worker is not None else None,
+            alive=worker is not None and not self._closing,
+            restarts=self.restarts,
+        )
 
     def run(self, inputs: dict[str, np.ndarray], outputs: Sequence[str]) -> dict[str, np.ndarray]:
         refs = write_tensors(self._inputs, inputs)
@@ -273,6 +285,7 @@ class WorkerSlot(LoadedModel):
             return reason
         with self._lock:
             self._worker = successor
+            self.restarts += 1
         return reason
 
     def hang_up(self) -> None:
@@ -320,6 +333,9 @@ class ProcessInstances:
     @property
     def count(self) -> int:
         return self._threads.count
+
+    def workers(self) -> tuple[WorkerStatus, ...]:
+        return tuple(slot.status() for slot in self.slots)
 
     @property
     def all_stuck(self) -> bool:

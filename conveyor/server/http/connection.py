@@ -36,7 +36,7 @@ import contextlib
 import logging
 import ssl
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from email.utils import formatdate
 from typing import Protocol, runtime_checkable
 from urllib.parse import unquote
@@ -76,6 +76,8 @@ _ALIGN = 64  # the first tensor of a directly read body starts at this alignment
 # Pipelined requests parsed ahead of their turn; past this, stop reading the connection.
 # (Pausing costs syscalls, so it is not done per request.)
 _MAX_PIPELINED = 4
+# A streamed reply stops when this much of it waits unsent (a client that stopped reading).
+_STREAM_BACKLOG = 1024 * 1024
 
 _REASONS = {
     200: b"OK", 400: b"Bad Request", 401: b"Unauthorized", 404: b"Not Found",
@@ -95,6 +97,11 @@ _INTERESTING = frozenset(
 )
 
 
+# A reply whose body is written as it is produced (server-sent events): no Content-Length,
+# the connection closes when the iterator ends, or when the server stops.
+StreamReply = tuple[int, AsyncIterator[bytes], Headers]
+
+
 class Routes(Protocol):
     """What an :class:`HTTPToolsFrontEnd` serves (``V2Routes``, the metrics port's routes)."""
 
@@ -104,7 +111,7 @@ class Routes(Protocol):
         path: str,
         read_body: Callable[[], Awaitable[bytes]],
         header_length: bytes | None,
-    ) -> Reply | StreamingReply: ...
+    ) -> Reply | StreamingReply | StreamReply: ...
 
 
 @runtime_checkable
@@ -189,6 +196,7 @@ class HTTPProtocol(asyncio.BufferedProtocol):
         self._busy = False  # a request is being handled (responses go out in order)
         self._inflight: PendingInfer | None = None
         self._task: asyncio.Task[None] | None = None
+        self._streaming = False  # a StreamReply is being written: stop() cuts it short
         self._discarding = False  # after a fatal request error: ignore the rest of the input
         self._closing = False  # close once the current response is written
         self._write_paused = False
@@ -436,18 +444,22 @@ class HTTPProtocol(asyncio.BufferedProtocol):
             # Only infer bodies stay views; other routes are rare and take bytes.
             return body if isinstance(body, bytes) else bytes(body)
 
+        reply: Reply | StreamingReply | StreamReply
         try:
             reply = await self._routes.handle(
                 request.method, request.path, read_body, request.header_length
             )
         except Exception as exc:
             reply = self._error(exc)
-        if isinstance(reply, StreamingReply):
+        if isinstance(reply, StreamingReply):  # a chunked body (generate_stream)
             try:
                 await self._stream(request, reply)
             finally:
                 reply.close()  # the body ended, or the client went away: stop producing
             self._task = None
+            return
+        if not isinstance(reply[1], bytes | list | tuple):  # close-delimited (dashboard events)
+            await self._stream_until_close(request, reply)
             return
         self._task = None
         if self._transport is not None:
@@ -486,6 +498,47 @@ class HTTPProtocol(asyncio.BufferedProtocol):
         else:
             self.idle_since = time.monotonic()
         self._maybe_resume_reading()
+
+    async def _stream_until_close(self, request: _Request, reply: StreamReply) -> None:
+        """Write the head, then each chunk as the iterator yields it; close at its end.
+
+        The body is delimited by the connection's close (no Content-Length, no chunking),
+        so the connection serves nothing after it. A client that reads slower than the
+        chunks come is cut off rather than buffered for.
+        """
+        status, chunks, headers = reply
+        transport = self._transport
+        self._streaming = True
+        try:
+            if transport is None or self._closing:
+                return
+            head = [
+                _STATUS_LINES.get(status) or b"HTTP/1.1 %d X\r\n" % status,
+                self._front_end.date,
+            ]
+            for name, value in headers:
+                head += (name, b": ", value, b"\r\n")
+            transport.write(b"".join([*head, b"connection: close\r\n\r\n"]))
+            if request.method == "HEAD":
+                return
+            async for chunk in chunks:
+                if self._transport is None or self._closing:
+                    break
+                if transport.get_write_buffer_size() > _STREAM_BACKLOG:
+                    break
+                transport.write(chunk)
+        except asyncio.CancelledError:
+            pass  # the client left, or the server stops
+        finally:
+            aclose = getattr(chunks, "aclose", None)
+            if aclose is not None:
+                with contextlib.suppress(Exception):
+                    await aclose()
+            self._task = None
+            self._streaming = False
+            self._busy = False
+            if self._transport is not None:
+                self._transport.close()
 
     @staticmethod
     def _error(exc: BaseException) -> Reply:
@@ -552,6 +605,9 @@ class HTTPProtocol(asyncio.BufferedProtocol):
     def shutdown(self) -> None:
         """Close when idle; otherwise after the response in progress."""
         self._closing = True
+        if self._streaming and self._task is not None:
+            self._task.cancel()  # an endless stream would hold the graceful stop to its limit
+            return
         idle = not self._busy and not self._queue and self._current is None
         if idle and self._transport is not None:
             self._transport.close()
