@@ -5,6 +5,10 @@ class Model:
     def load(self, config): ...  # optional; self.version_dir is the version's folder
     def infer(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]: ...
 
+A stateful model (``sequence_batching`` in its config) may take ``infer(self, inputs,
+sequence)``: it is then called request by request, ``sequence`` a SequenceInfo (``id``,
+``start``, ``end``), so it can keep its own state per sequence id.
+
 A ``model.py`` written for Triton's Python backend (``class TritonPythonModel``) runs
 unchanged through the adapter in :mod:`conveyor.backends.python_triton`.
 
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import inspect
 import itertools
 import sys
 import threading
@@ -27,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from conveyor.backends.base import Backend, LoadedModel, ModelCaller
+from conveyor.backends.base import Backend, LoadedModel, ModelCaller, RequestData
 from conveyor.backends.python_triton import TritonModel, load_triton_model, pb_utils_importable
 from conveyor.errors import ModelError, RepositoryError
 from conveyor.repository.config import ModelConfig
@@ -38,9 +43,25 @@ class PythonModel(LoadedModel):
         self.name = name
         self.instance = instance
         self.thread_safe = bool(getattr(instance, "thread_safe", True))
+        # ``infer(inputs, sequence)``: each request needs its own sequence, so run one by one.
+        self.separate_requests = _takes_sequence(instance.infer)
 
     def run(self, inputs: dict[str, np.ndarray], outputs: Sequence[str]) -> dict[str, np.ndarray]:
-        produced = self.instance.infer(inputs)
+        return self._checked(self.instance.infer(inputs))
+
+    def run_requests(
+        self, requests: Sequence[RequestData]
+    ) -> list[dict[str, np.ndarray] | Exception]:
+        outcomes: list[dict[str, np.ndarray] | Exception] = []
+        for request in requests:
+            try:  # one request's failure is its own (other sequences are unaffected)
+                produced = self.instance.infer(request.inputs, sequence=request.sequence)
+                outcomes.append(self._checked(produced))
+            except Exception as exc:
+                outcomes.append(exc)
+        return outcomes
+
+    def _checked(self, produced: object) -> dict[str, np.ndarray]:
         if not isinstance(produced, dict):
             raise ModelError(
                 f"model {self.name!r}: infer() returned {type(produced).__name__}; "
@@ -52,6 +73,13 @@ class PythonModel(LoadedModel):
         unload = getattr(self.instance, "unload", None)
         if callable(unload):
             unload()
+
+
+def _takes_sequence(infer: Any) -> bool:
+    try:
+        return "sequence" in inspect.signature(infer).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 class PythonBackend(Backend):

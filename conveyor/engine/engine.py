@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from conveyor.backends.base import ModelCaller
+from conveyor.backends.base import ModelCaller, SequenceInfo
 from conveyor.engine.model import ModelVersion
 from conveyor.engine.stats import ModelStatistics
 from conveyor.errors import (
@@ -164,15 +164,24 @@ class Engine:
         priority: int = 0,
         timeout: float | None = None,
         request_id: str | None = None,
+        sequence: SequenceInfo | None = None,
     ) -> InferFuture:
         """Queue one request and return its future at once; the compute runs elsewhere.
+
+        ``sequence``: the sequence the request belongs to, for a model with
+        sequence_batching (see docs/sequences.md).
 
         Raises ModelNotFound, ModelNotReady, InvalidInput, QueueFull or ShuttingDown.
         """
         if self._closing:
             raise ShuttingDown("the engine is shutting down; it takes no new requests")
         return self._version(model, version).submit(
-            inputs, outputs=outputs, priority=priority, timeout=timeout, request_id=request_id
+            inputs,
+            outputs=outputs,
+            priority=priority,
+            timeout=timeout,
+            request_id=request_id,
+            sequence=sequence,
         )
 
     async def infer(self, model: str, inputs: Mapping[str, np.ndarray], **kwargs: Any) -> Outputs:

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from conveyor.backends import get_backend, platform
-from conveyor.backends.base import LoadedModel, ModelCaller, RequestData
+from conveyor.backends.base import LoadedModel, ModelCaller, RequestData, SequenceInfo
 from conveyor.engine.batcher import join_inputs, split_outputs, wanted_outputs
 from conveyor.engine.failures import FailureLog
 from conveyor.engine.instances import Instances, ThreadInstances
@@ -20,6 +20,7 @@ from conveyor.engine.outputs import requested_outputs
 from conveyor.engine.processes import ProcessInstances, ProcessPool
 from conveyor.engine.request import Request
 from conveyor.engine.scheduler import BatchPolicy, RequestQueue
+from conveyor.engine.sequences import SequenceQueue, check_sequence_id, control_tensors
 from conveyor.engine.stats import ModelStatistics, StatsRecorder
 from conveyor.engine.warmup import sample_inputs
 from conveyor.errors import (
@@ -70,9 +71,20 @@ class ModelVersion:
         self._batch_dims = 1 if config.batching else 0
         self.stats = StatsRecorder(config.name, version)
         self._failures = FailureLog(log, f"{config.name}-v{version}")
-        self.queue = RequestQueue(
-            config.name, config.max_queue_size, on_expired=self._record_expired
-        )
+        self.queue: RequestQueue | SequenceQueue
+        if config.sequence_batching is not None:
+            self.queue = SequenceQueue(
+                config.name,
+                config.sequence_batching,
+                lanes=count,
+                slots=max(1, config.max_batch_size),
+                capacity=config.max_queue_size,
+                on_expired=self._record_expired,
+            )
+        else:
+            self.queue = RequestQueue(
+                config.name, config.max_queue_size, on_expired=self._record_expired
+            )
         batching = config.dynamic_batching
         policy = (
             BatchPolicy(
@@ -111,10 +123,14 @@ class ModelVersion:
         priority: int,
         timeout: float | None,
         request_id: str | None,
+        sequence: SequenceInfo | None = None,
     ) -> InferFuture:
+        """``sequence``: the request's sequence; required by a sequence-batched model."""
         if self._instances.all_stuck:
             raise ModelNotReady(self.unready_reason())
         arrays, batch_size = self._check_inputs(inputs)
+        if self.config.sequence_batching is not None:
+            arrays.update(self._sequence_controls(sequence, batch_size))
         wanted = self._check_outputs_requested(outputs)
         now = self.queue.clock()
         if timeout is not None and timeout < 0:
@@ -139,9 +155,30 @@ class ModelVersion:
                 enqueued=now,
                 batch_size=batch_size,
                 batch_key=batch_key,
+                sequence=sequence,
             )
         )
         return future
+
+    def _sequence_controls(
+        self, sequence: SequenceInfo | None, batch_size: int
+    ) -> dict[str, np.ndarray]:
+        batching = self.config.sequence_batching
+        assert batching is not None
+        if sequence is None:
+            # Triton's wording first, then ours.
+            raise InvalidInput(
+                f"inference request to model '{self.name}' must specify a non-zero or "
+                f"non-empty correlation ID: model {self.name!r} is a sequence model; send "
+                "sequence_id (with sequence_start on a sequence's first request)"
+            )
+        check_sequence_id(self.name, batching, sequence)
+        if batch_size != 1:
+            raise InvalidInput(
+                f"model {self.name!r}: a request of a sequence must have batch size 1, "
+                f"got {batch_size}"
+            )
+        return control_tensors(batching, sequence, batched=bool(self._batch_dims))
 
     def _queue_priority(self, priority: int) -> int:
         """The queue's priority (higher first) for a request's priority.
@@ -259,6 +296,7 @@ class ModelVersion:
                         self._reshaped(dict(r.inputs), self.config.inputs, reshape=True),
                         r.outputs,
                         r.future.request_id,
+                        r.sequence,
                     )
                     for r in batch
                 ]
