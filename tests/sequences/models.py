@@ -8,7 +8,8 @@
 - ``accumulate_native`` (config.toml, ``infer(inputs, sequence)``): the same sum, kept per
   ``sequence.id`` by each of its two instances (not thread-safe: one object each).
 - ``one_slot``: the native model with one instance, one slot, one queued sequence at most and
-  a short idle timeout, for the slot-limit and idle tests.
+  a short idle timeout (``IDLE_US``), for the idle tests; ``one_slot_patient``: the same with
+  a long one, for the slot-limit test.
 """
 
 from __future__ import annotations
@@ -129,5 +130,10 @@ def build_repository(path: Path) -> Path:
     )
     builder.python(
         "one_slot", NATIVE_MODEL, NATIVE_CONFIG.format(instances=1, idle_us=IDLE_US, queued=1)
+    )
+    builder.python(
+        "one_slot_patient",
+        NATIVE_MODEL,
+        NATIVE_CONFIG.format(instances=1, idle_us=60_000_000, queued=1),
     )
     return path
