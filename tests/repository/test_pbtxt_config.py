@@ -58,7 +58,10 @@ def source_error(root: Path, name: str) -> str:
             'label_filename: "nope.txt" } ]',
             ["output[0].label_filename (OUTPUT0)", "m/nope.txt does not exist"],
         ),
-        ("sequence_batching { }", ["sequence_batching"]),
+        (
+            'sequence_batching { state [ { input_name: "S" output_name: "T" } ] }',
+            ["sequence_batching.state", "implicit state"],
+        ),
     ],
 )
 def test_a_refused_or_wrong_field_is_named(tmp_path: Path, pbtxt: str, words: list[str]) -> None:

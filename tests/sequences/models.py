@@ -10,6 +10,7 @@
 - ``one_slot``: the native model with one instance, one slot, one queued sequence at most and
   a short idle timeout (``IDLE_US``), for the idle tests; ``one_slot_patient``: the same with
   a long one, for the slot-limit test.
+- ``stateless``: tests.models' echo model, with no sequence batching.
 """
 
 from __future__ import annotations
@@ -136,4 +137,5 @@ def build_repository(path: Path) -> Path:
         NATIVE_MODEL,
         NATIVE_CONFIG.format(instances=1, idle_us=60_000_000, queued=1),
     )
+    builder.echo_model("stateless", "INT32")
     return path

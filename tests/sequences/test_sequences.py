@@ -10,6 +10,7 @@ from functools import partial
 import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
 
 from conveyor.testing import RunningServer
 from tests.sequences.client_util import PROTOCOLS, TRITON_MODELS, add, client
@@ -135,3 +136,17 @@ def test_requests_of_one_sequence_sent_without_waiting_all_count(server: Running
             answers.put(answers.get(timeout=30))
     got = dict(answers.get(timeout=30) for _ in range(10))
     assert sorted(got.values()) == list(range(1, 11))
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_a_model_without_sequence_batching_ignores_sequence_ids(
+    server: RunningServer, protocol: str
+) -> None:
+    """As Triton does: a stateless model answers each request alike, sequence or not."""
+    module = httpclient if protocol == "http" else grpcclient
+    tensor = module.InferInput("INPUT0", [1, 2], "INT32")
+    tensor.set_data_from_numpy(np.array([[4, 5]], dtype=np.int32))
+    result = client(server, protocol).infer(
+        "stateless", [tensor], sequence_id=next(_ids), sequence_start=True
+    )
+    assert result.as_numpy("OUTPUT0").tolist() == [[4, 5]]
