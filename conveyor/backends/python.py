@@ -35,7 +35,7 @@ import numpy as np
 from conveyor.backends.base import Backend, LoadedModel, ModelCaller, RequestData
 from conveyor.backends.python_triton import TritonModel, load_triton_model, pb_utils_importable
 from conveyor.errors import ModelError, RepositoryError
-from conveyor.repository.config import ModelConfig
+from conveyor.repository.config import InstanceKind, ModelConfig
 
 
 class PythonModel(LoadedModel):
@@ -139,6 +139,13 @@ def _load_model_class(
             "in config.toml (input and output in config.pbtxt)"
         )
     instance = model_class()
+    if config.instance_kind is InstanceKind.PROCESS and _takes_sequence(instance.infer):
+        # A worker process is given joined inputs, not each request's sequence.
+        raise RepositoryError(
+            f"model {config.name!r}: infer(inputs, sequence) runs on thread instances only; "
+            'set instance_kind = "thread", or read the sequence from control inputs '
+            "([sequence_batching.controls]) with infer(inputs)"
+        )
     instance.version_dir = version_dir
     load = getattr(instance, "load", None)
     if callable(load):
