@@ -79,6 +79,7 @@ class ModelVersion:
                 lanes=count,
                 slots=max(1, config.max_batch_size),
                 capacity=config.max_queue_size,
+                batched=config.batching,
                 on_expired=self._record_expired,
             )
         else:
@@ -303,6 +304,8 @@ class ModelVersion:
                 t1 = time.perf_counter_ns()
                 outcomes = model.run_requests(requests)
                 t2 = time.perf_counter_ns()
+                if isinstance(self.queue, SequenceQueue):
+                    self.queue.keep_states(batch, list(outcomes))
                 results = [
                     self._checked_outcome(outcome, request)
                     for outcome, request in zip(outcomes, batch, strict=True)
@@ -314,6 +317,8 @@ class ModelVersion:
                 produced = model.run(inputs, wanted)
                 t2 = time.perf_counter_ns()
                 produced = self._reshaped(produced, self.config.outputs, reshape=False)
+                if isinstance(self.queue, SequenceQueue):
+                    self.queue.keep_states(batch, _rows(produced, len(batch), self._batch_dims))
                 joined = self._check_produced(produced, wanted, total)
                 results = list(split_outputs(joined, batch))
         except Exception as exc:
@@ -503,6 +508,18 @@ def _load_in_this_process(
             model.close()
         raise
     return config, loaded, count
+
+
+def _rows(
+    produced: dict[str, np.ndarray], count: int, batch_dims: int
+) -> list[dict[str, np.ndarray]]:
+    """A joined execution's outputs, one dict per request (each of batch size 1)."""
+    if not batch_dims:
+        return [produced] * count
+    return [
+        {name: array[i : i + 1] for name, array in produced.items() if array.ndim}
+        for i in range(count)
+    ]
 
 
 def _settle(

@@ -13,7 +13,10 @@ model's :class:`RequestQueue` (same ``put``/``take``/``close`` shape) and does t
   requests of different sequences share an execution but one sequence never has two
   requests in flight, and the lane's single thread keeps them in order;
 - a sequence with no request for ``max_sequence_idle_us`` loses its slot; its next request
-  is told so (a bounded memory of released ids), not mistaken for one never started.
+  is told so (a bounded memory of released ids), not mistaken for one never started;
+- implicit state: each request is given its sequence's state inputs as it is taken (zeros
+  on a start), and the model version hands back the state outputs it produced
+  (``keep_states``) before the lane takes that sequence's next request.
 
 Each instance thread claims its lane the first time it asks for work: instance threads live
 as long as the model, so the claim is stable without the instances knowing of sequences.
@@ -24,7 +27,7 @@ from __future__ import annotations
 import collections
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -39,7 +42,7 @@ _REMEMBERED_RELEASES = 4096  # idle-released ids remembered, to answer their nex
 
 
 class _Sequence:
-    __slots__ = ("ended", "id", "last_active", "pending", "running", "slot")
+    __slots__ = ("ended", "id", "last_active", "pending", "running", "slot", "states")
 
     def __init__(self, sequence_id: int | str, now: float) -> None:
         self.id = sequence_id
@@ -48,6 +51,7 @@ class _Sequence:
         self.running = 0
         self.ended = False  # its end request is queued: no more requests will join it
         self.last_active = now
+        self.states: dict[str, np.ndarray] = {}  # implicit state: input name -> tensor
 
 
 class _Slot:
@@ -69,6 +73,7 @@ class SequenceQueue:
         lanes: int,
         slots: int,
         capacity: int,
+        batched: bool = False,
         on_expired: Callable[[Request], None] = lambda request: None,
         clock: Clock = time.monotonic,
     ) -> None:
@@ -84,6 +89,8 @@ class SequenceQueue:
         self._backlog: collections.deque[_Sequence] = collections.deque()
         self._released: collections.OrderedDict[int | str, None] = collections.OrderedDict()
         self._running: list[list[_Sequence]] = [[] for _ in range(lanes)]
+        self._owners: dict[Request, _Sequence] = {}  # taken requests of stateful models
+        self._batched = batched
         self._queued = 0
         self._claimed = 0
         self._local = threading.local()
@@ -216,11 +223,38 @@ class SequenceQueue:
                 continue  # another shape: next execution
             key = head.batch_key
             sequence.pending.popleft()
+            if self._batching.states:
+                self._give_states(head, sequence)
             sequence.running += 1
             self._queued -= 1
             self._running[lane].append(sequence)
             batch.append(head)
         return batch
+
+    def _give_states(self, request: Request, sequence: _Sequence) -> None:
+        lead = (1,) if self._batched else ()
+        start = request.sequence is not None and request.sequence.start
+        for state in self._batching.states:
+            kept = None if start else sequence.states.get(state.input)
+            if kept is None:
+                kept = np.zeros((*lead, *state.shape), numpy_dtype(state.datatype))
+            request.inputs[state.input] = kept
+        self._owners[request] = sequence
+
+    def keep_states(self, batch: list[Request], outputs: Sequence[object]) -> None:
+        """After an execution: ``outputs[i]`` (a dict of tensors, or an error) is what the
+        model produced for ``batch[i]``; its state outputs become the sequence's state."""
+        if not self._batching.states:
+            return
+        with self._cond:
+            for request, produced in zip(batch, outputs, strict=True):
+                sequence = self._owners.pop(request, None)
+                if sequence is None or not isinstance(produced, dict):
+                    continue
+                for state in self._batching.states:
+                    array = produced.get(state.output)
+                    if isinstance(array, np.ndarray):
+                        sequence.states[state.input] = array
 
     def _start(self, request: Request, now: float) -> bool:
         if not request.future.set_running_or_notify_cancel():
@@ -240,6 +274,8 @@ class SequenceQueue:
         """This lane's last execution is over: its sequences are idle from now, and those
         whose end has run give their slot to a waiting sequence."""
         now = self.clock()
+        for request in [r for r, s in self._owners.items() if s in self._running[lane]]:
+            del self._owners[request]  # its execution failed: the state stays as it was
         for sequence in self._running[lane]:
             sequence.running -= 1
             sequence.last_active = now

@@ -3,8 +3,9 @@
 Honoured: ``max_sequence_idle_microseconds``, ``control_input`` (START, END, READY, CORRID
 with their false/true values and data types), ``direct``. ``oldest`` is accepted and runs
 as direct does (requests of different sequences on one instance still share executions),
-with a warning. Refused: implicit ``state`` and ``iterative_sequence``, which would change
-what the model answers.
+with a warning. Implicit ``state`` is kept by the server (zeros to start with). Refused:
+``iterative_sequence``, and an ``initial_state`` from a file, which would change what the
+model answers.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from conveyor.repository.sequences import (
     ControlKind,
     SequenceBatching,
     SequenceControl,
+    SequenceState,
+    state_spec,
 )
 
 _KINDS = {
@@ -36,8 +39,6 @@ def read_sequence_batching(
     batching: pb.ModelSequenceBatching, fail: Fail, warnings: list[str]
 ) -> SequenceBatching:
     where = "sequence_batching"
-    if batching.state:
-        raise fail(f"{where}.state", "not supported: Conveyor keeps no implicit state yet")
     if batching.iterative_sequence:
         raise fail(f"{where}.iterative_sequence", "not supported")
     if batching.HasField("oldest"):
@@ -53,8 +54,29 @@ def read_sequence_batching(
     kinds = [c.kind for c in controls]
     if len(set(kinds)) != len(kinds):
         raise fail(f"{where}.control_input", "a control kind is given twice")
+    states = tuple(
+        _state(state, f"{where}.state[{i}]", fail) for i, state in enumerate(batching.state)
+    )
     idle = batching.max_sequence_idle_microseconds or DEFAULT_IDLE_US
-    return SequenceBatching(max_sequence_idle_us=idle, controls=tuple(controls))
+    return SequenceBatching(max_sequence_idle_us=idle, controls=tuple(controls), states=states)
+
+
+def _state(state: pb.ModelSequenceBatching.State, where: str, fail: Fail) -> SequenceState:
+    for i, initial in enumerate(state.initial_state):
+        if initial.WhichOneof("state_data") != "zero_data":
+            raise fail(
+                f"{where}.initial_state[{i}]",
+                "only zero_data is supported (a sequence's state starts as zeros)",
+            )
+    datatype = pb.DataType.Name(state.data_type).removeprefix("TYPE_")
+    return state_spec(
+        state.input_name,
+        state.output_name,
+        datatype,
+        list(state.dims),
+        where,
+        lambda message: fail(where, message.removeprefix(f"{where}: ")),
+    )
 
 
 def _control(

@@ -10,6 +10,11 @@ config.toml::
     end = "END"
     ready = "READY"
     corrid = { name = "CORRID", datatype = "BYTES" }   # the sequence id (default UINT64)
+    [[sequence_batching.states]]     # implicit state, kept by the server per sequence
+    input = "STATE_IN"               # given to the model: zeros on a sequence's start, then
+    output = "STATE_OUT"             # what the model gave as this output the request before
+    datatype = "FP32"
+    shape = [4]
 
 config.pbtxt's ``sequence_batching`` (``control_input``, ``max_sequence_idle_microseconds``)
 becomes the same :class:`SequenceBatching` (see ``pbtxt.py``).
@@ -23,6 +28,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from conveyor.errors import RepositoryError
+from conveyor.protocol.datatypes import is_datatype
 
 DEFAULT_IDLE_US = 1_000_000  # Triton's default max_sequence_idle_microseconds
 
@@ -56,12 +62,24 @@ class SequenceControl:
 
 
 @dataclasses.dataclass(frozen=True)
+class SequenceState:
+    """Implicit state: the model's ``output`` of one request is its ``input`` on the next
+    request of the same sequence (zeros of ``shape`` on a sequence's first request)."""
+
+    input: str
+    output: str
+    datatype: str
+    shape: tuple[int, ...]
+
+
+@dataclasses.dataclass(frozen=True)
 class SequenceBatching:
     max_sequence_idle_us: int = DEFAULT_IDLE_US
     # Sequences waiting for a free slot (every slot held by a running sequence); past it a
     # new sequence is refused (UNAVAILABLE) rather than queued without bound.
     max_queued_sequences: int = 64
     controls: tuple[SequenceControl, ...] = ()
+    states: tuple[SequenceState, ...] = ()
 
     def control(self, kind: ControlKind) -> SequenceControl | None:
         return next((c for c in self.controls if c.kind is kind), None)
@@ -73,7 +91,8 @@ class SequenceBatching:
         return None if corrid is None else corrid.datatype == "BYTES"
 
 
-_KEYS = {"max_sequence_idle_us", "max_queued_sequences", "controls"}
+_KEYS = {"max_sequence_idle_us", "max_queued_sequences", "controls", "states"}
+_STATE_KEYS = {"input", "output", "datatype", "shape"}
 
 
 def parse_sequence_batching(raw: Any, fail: Callable[[str], RepositoryError]) -> SequenceBatching:
@@ -113,4 +132,37 @@ def parse_sequence_batching(raw: Any, fail: Callable[[str], RepositoryError]) ->
         if datatype not in allowed:
             raise fail(f"{where}: datatype must be one of {', '.join(allowed)}, got {datatype!r}")
         controls.append(SequenceControl(kind, name, datatype))
-    return SequenceBatching(idle, queued, tuple(controls))
+    states_raw = raw.get("states", [])
+    if not isinstance(states_raw, list):
+        raise fail("sequence_batching.states must be an array of tables")
+    states = []
+    for index, entry in enumerate(states_raw):
+        where = f"sequence_batching.states[{index}]"
+        if not isinstance(entry, Mapping) or set(entry) != _STATE_KEYS:
+            raise fail(f"{where} needs exactly the keys {', '.join(sorted(_STATE_KEYS))}")
+        states.append(
+            state_spec(
+                entry["input"], entry["output"], entry["datatype"], entry["shape"], where, fail
+            )
+        )
+    return SequenceBatching(idle, queued, tuple(controls), tuple(states))
+
+
+def state_spec(
+    input_name: Any,
+    output_name: Any,
+    datatype: Any,
+    shape: Any,
+    where: str,
+    fail: Callable[[str], RepositoryError],
+) -> SequenceState:
+    """One implicit state, checked: names, a numeric datatype and a fixed shape."""
+    if not all(isinstance(n, str) and n for n in (input_name, output_name)):
+        raise fail(f"{where}: input and output must be tensor names")
+    if not is_datatype(datatype) or datatype == "BYTES":
+        raise fail(f"{where}: datatype must be a numeric V2 datatype, got {datatype!r}")
+    if not isinstance(shape, list | tuple) or not all(
+        isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in shape
+    ):
+        raise fail(f"{where}: shape must be a list of fixed sizes >= 1, got {shape!r}")
+    return SequenceState(input_name, output_name, datatype, tuple(shape))

@@ -11,7 +11,7 @@
   with a label file, and random_data and input_data_file warmups that it counts in
   warmup.log (so a test sees they ran before the model was ready).
 - Models that must fail to load, each for one reason: ``gpu_group`` (KIND_GPU),
-  ``sequence`` (sequence_batching with implicit state), ``both_files`` (config.toml and
+  ``sequence`` (iterative sequence_batching), ``both_files`` (config.toml and
   config.pbtxt), ``broken`` (a parse error on line 3), ``ensemble_model`` (platform "ensemble").
 """
 
@@ -114,7 +114,7 @@ platform: "onnxruntime_onnx"
 max_batch_size: 8
 sequence_batching {
   max_sequence_idle_microseconds: 1000
-  state [ { input_name: "S_IN" output_name: "S_OUT" data_type: TYPE_FP32 dims: [ 1 ] } ]
+  iterative_sequence: true
 }
 """,
     "both_files": """

@@ -59,8 +59,8 @@ def source_error(root: Path, name: str) -> str:
             ["output[0].label_filename (OUTPUT0)", "m/nope.txt does not exist"],
         ),
         (
-            'sequence_batching { state [ { input_name: "S" output_name: "T" } ] }',
-            ["sequence_batching.state", "implicit state"],
+            "sequence_batching { iterative_sequence: true }",
+            ["sequence_batching.iterative_sequence", "not supported"],
         ),
     ],
 )

@@ -83,7 +83,10 @@ def test_config_pbtxt_oldest_is_warned_and_runs_as_direct(tmp_path: Path) -> Non
 @pytest.mark.parametrize(
     ("text", "words"),
     [
-        ('state [ { input_name: "A" output_name: "B" } ]', ["sequence_batching.state"]),
+        (
+            'state [ { input_name: "A" output_name: "B" data_type: TYPE_FP32 dims: [ -1 ] } ]',
+            ["sequence_batching.state[0]", "fixed sizes"],
+        ),
         (
             'control_input [ { name: "C" control [ { kind: CONTROL_SEQUENCE_CORRID '
             "data_type: TYPE_FP32 } ] } ]",

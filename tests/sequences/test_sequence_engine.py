@@ -68,3 +68,37 @@ def test_a_sequence_request_must_have_batch_size_one(tmp_path: Path) -> None:
         inputs = {"INPUT": np.array([[1], [2]], np.int32)}
         with pytest.raises(InvalidInput, match="batch size 1"):
             engine.submit("acc", inputs, sequence=SequenceInfo(1, start=True))
+
+
+# Implicit state: the server keeps STATE_OUT and gives it back as STATE_IN (zeros at start).
+STATEFUL_MODEL = """
+class Model:
+    def infer(self, inputs):
+        total = inputs["STATE_IN"] + inputs["INPUT"]
+        return {"OUTPUT": total.copy(), "STATE_OUT": total}
+"""
+STATES = """
+[[sequence_batching.states]]
+input = "STATE_IN"
+output = "STATE_OUT"
+datatype = "INT32"
+shape = [1]
+"""
+
+
+def test_implicit_state_is_kept_by_the_server_per_sequence(tmp_path: Path) -> None:
+    with_states = config().replace("[[inputs]]", f"{STATES}\n[[inputs]]", 1)
+    RepoBuilder(tmp_path).python("stateful", STATEFUL_MODEL, with_states)
+    with Engine.from_repository(tmp_path) as engine:
+
+        def send(sequence_id: int | str, value: int, start: bool = False, end: bool = False) -> int:
+            inputs = {"INPUT": np.array([value], np.int32)}
+            sequence = SequenceInfo(sequence_id, start, end)
+            return int(engine.submit("stateful", inputs, sequence=sequence).result(30)["OUTPUT"][0])
+
+        assert send(1, 5, start=True) == 5
+        assert send("a", 100, start=True) == 100
+        assert send(1, 2) == 7
+        assert send("a", 1, end=True) == 101
+        assert send(1, 3, end=True) == 10
+        assert send(1, 4, start=True, end=True) == 4  # a new sequence starts from zeros
