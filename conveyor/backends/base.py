@@ -39,12 +39,26 @@ class ModelCaller(Protocol):
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class SequenceInfo:
+    """Which sequence a request of a stateful model belongs to, and where in it it falls.
+
+    A native Python model whose ``infer`` takes a ``sequence`` argument gets one of these
+    (None for a request outside any sequence); ``id`` is an int or a str, as the client sent.
+    """
+
+    id: int | str
+    start: bool = False
+    end: bool = False
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class RequestData:
     """One request of a batch, for a model that takes a batch's requests one by one."""
 
     inputs: dict[str, np.ndarray]
     outputs: tuple[str, ...]
     request_id: str | None
+    sequence: SequenceInfo | None = None
 
 
 class Responses(Protocol):

@@ -7,6 +7,9 @@ class Model:
 
 A decoupled model (``decoupled = true`` in config.toml) answers with many responses: its
 ``infer`` is a generator (or async generator) that yields one dict per response.
+A stateful model (``sequence_batching`` in its config) may take ``infer(self, inputs,
+sequence)``: it is then called request by request, ``sequence`` a SequenceInfo (``id``,
+``start``, ``end``), so it can keep its own state per sequence id.
 
 A ``model.py`` written for Triton's Python backend (``class TritonPythonModel``) runs
 unchanged through the adapter in :mod:`conveyor.backends.python_triton`.
@@ -35,7 +38,7 @@ import numpy as np
 from conveyor.backends.base import Backend, LoadedModel, ModelCaller, RequestData, Responses
 from conveyor.backends.python_triton import TritonModel, load_triton_model, pb_utils_importable
 from conveyor.errors import ModelError, RepositoryError
-from conveyor.repository.config import ModelConfig
+from conveyor.repository.config import InstanceKind, ModelConfig
 
 
 class PythonModel(LoadedModel):
@@ -43,9 +46,25 @@ class PythonModel(LoadedModel):
         self.name = name
         self.instance = instance
         self.thread_safe = bool(getattr(instance, "thread_safe", True))
+        # ``infer(inputs, sequence)``: each request needs its own sequence, so run one by one.
+        self.separate_requests = _takes_sequence(instance.infer)
 
     def run(self, inputs: dict[str, np.ndarray], outputs: Sequence[str]) -> dict[str, np.ndarray]:
-        produced = self.instance.infer(inputs)
+        return self._checked(self.instance.infer(inputs))
+
+    def run_requests(
+        self, requests: Sequence[RequestData]
+    ) -> list[dict[str, np.ndarray] | Exception]:
+        outcomes: list[dict[str, np.ndarray] | Exception] = []
+        for request in requests:
+            try:  # one request's failure is its own (other sequences are unaffected)
+                produced = self.instance.infer(request.inputs, sequence=request.sequence)
+                outcomes.append(self._checked(produced))
+            except Exception as exc:
+                outcomes.append(exc)
+        return outcomes
+
+    def _checked(self, produced: object) -> dict[str, np.ndarray]:
         if not isinstance(produced, dict):
             raise ModelError(
                 f"model {self.name!r}: infer() returned {type(produced).__name__}; "
@@ -87,6 +106,13 @@ async def _send_async(produced: Any, responses: Responses) -> None:
             responses.send(outputs)
     finally:
         await produced.aclose()
+
+
+def _takes_sequence(infer: Any) -> bool:
+    try:
+        return "sequence" in inspect.signature(infer).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 class PythonBackend(Backend):
@@ -146,6 +172,13 @@ def _load_model_class(
             "in config.toml (input and output in config.pbtxt)"
         )
     instance = model_class()
+    if config.instance_kind is InstanceKind.PROCESS and _takes_sequence(instance.infer):
+        # A worker process is given joined inputs, not each request's sequence.
+        raise RepositoryError(
+            f"model {config.name!r}: infer(inputs, sequence) runs on thread instances only; "
+            'set instance_kind = "thread", or read the sequence from control inputs '
+            "([sequence_batching.controls]) with infer(inputs)"
+        )
     instance.version_dir = version_dir
     load = getattr(instance, "load", None)
     if callable(load):

@@ -85,6 +85,8 @@ class TritonModel(LoadedModel):
             inputs=[pb_utils.Tensor(name, array) for name, array in request.inputs.items()],
             requested_output_names=list(request.outputs),
             request_id=request.request_id or "",
+            correlation_id=0 if request.sequence is None else request.sequence.id,
+            flags=_sequence_flags(request),
             model_version=self._version,
         )
 
@@ -135,6 +137,20 @@ class TritonModel(LoadedModel):
         finalize = getattr(self.instance, "finalize", None)
         if callable(finalize):
             finalize()
+
+
+# Triton's TRITONSERVER_REQUEST_FLAG_SEQUENCE_START and _END, as request.flags() carries them.
+FLAG_SEQUENCE_START = 1
+FLAG_SEQUENCE_END = 2
+
+
+def _sequence_flags(request: RequestData) -> int:
+    sequence = request.sequence
+    if sequence is None:
+        return 0
+    return (FLAG_SEQUENCE_START if sequence.start else 0) | (
+        FLAG_SEQUENCE_END if sequence.end else 0
+    )
 
 
 async def _awaited(awaitable: Any) -> Any:

@@ -33,6 +33,7 @@ from conveyor.streams import ResponseStream
 if TYPE_CHECKING:
     from conveyor.engine.failures import FailureLog
     from conveyor.engine.scheduler import RequestQueue
+    from conveyor.engine.sequences import SequenceQueue
     from conveyor.engine.stats import StatsRecorder
     from conveyor.repository.config import ModelConfig, TensorSpec
 
@@ -44,7 +45,7 @@ class ModelVersion(Protocol):
 
     name: str
     config: ModelConfig
-    queue: RequestQueue
+    queue: RequestQueue | SequenceQueue
     stats: StatsRecorder
     _failures: FailureLog
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from conveyor.backends.base import ModelCaller
+from conveyor.backends.base import ModelCaller, SequenceInfo
 from conveyor.engine.decoupled import start_stream
 from conveyor.engine.ensemble import EnsembleVersion, StepModels
 from conveyor.engine.model import ModelActivity, ModelVersion
@@ -174,15 +174,34 @@ class Engine:
         priority: int = 0,
         timeout: float | None = None,
         request_id: str | None = None,
+        sequence: SequenceInfo | None = None,
     ) -> InferFuture:
         """Queue one request and return its future at once; the compute runs elsewhere.
+
+        ``sequence``: the sequence the request belongs to, for a model with
+        sequence_batching (see docs/sequences.md).
 
         Raises ModelNotFound, ModelNotReady, InvalidInput, QueueFull or ShuttingDown.
         """
         if self._closing:
             raise ShuttingDown("the engine is shutting down; it takes no new requests")
-        return self._version(model, version).submit(
-            inputs, outputs=outputs, priority=priority, timeout=timeout, request_id=request_id
+        served = self._version(model, version)
+        if isinstance(served, EnsembleVersion):
+            if sequence is not None:
+                raise InvalidInput(
+                    f"ensemble {model!r} takes no sequence_id: sequences go to the stateful "
+                    "model itself"
+                )
+            return served.submit(
+                inputs, outputs=outputs, priority=priority, timeout=timeout, request_id=request_id
+            )
+        return served.submit(
+            inputs,
+            outputs=outputs,
+            priority=priority,
+            timeout=timeout,
+            request_id=request_id,
+            sequence=sequence,
         )
 
     def stream(

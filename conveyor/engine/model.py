@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from conveyor.backends import get_backend, platform
-from conveyor.backends.base import LoadedModel, ModelCaller, RequestData
+from conveyor.backends.base import LoadedModel, ModelCaller, RequestData, SequenceInfo
 from conveyor.engine.batcher import join_inputs, split_outputs, wanted_outputs
 from conveyor.engine.decoupled import refuse_unary, run_decoupled
 from conveyor.engine.failures import FailureLog, RecentFailure
@@ -23,6 +23,7 @@ from conveyor.engine.outputs import requested_outputs
 from conveyor.engine.processes import ProcessInstances, ProcessPool
 from conveyor.engine.request import Request
 from conveyor.engine.scheduler import BatchPolicy, RequestQueue
+from conveyor.engine.sequences import SequenceQueue, check_sequence_id, control_tensors
 from conveyor.engine.stats import ModelStatistics, StatsRecorder, WorkerStatus
 from conveyor.engine.warmup import sample_inputs
 from conveyor.errors import (
@@ -86,9 +87,21 @@ class ModelVersion:
         self._batch_dims = 1 if config.batching else 0
         self.stats = StatsRecorder(config.name, version)
         self._failures = FailureLog(log, f"{config.name}-v{version}")
-        self.queue = RequestQueue(
-            config.name, config.max_queue_size, on_expired=self._record_expired
-        )
+        self.queue: RequestQueue | SequenceQueue
+        if config.sequence_batching is not None:
+            self.queue = SequenceQueue(
+                config.name,
+                config.sequence_batching,
+                lanes=count,
+                slots=max(1, config.max_batch_size),
+                capacity=config.max_queue_size,
+                batched=config.batching,
+                on_expired=self._record_expired,
+            )
+        else:
+            self.queue = RequestQueue(
+                config.name, config.max_queue_size, on_expired=self._record_expired
+            )
         batching = config.dynamic_batching
         policy = (
             BatchPolicy(
@@ -145,13 +158,17 @@ class ModelVersion:
         timeout: float | None,
         request_id: str | None,
         future: InferFuture | None = None,
+        sequence: SequenceInfo | None = None,
     ) -> InferFuture:
-        """``future``: the one to answer (a stream's, see engine/decoupled.py); None: a new one."""
+        """``future``: the one to answer (a stream's, see engine/decoupled.py); None: a new one.
+        ``sequence``: the request's sequence; required by a sequence-batched model."""
         if self.config.decoupled and future is None:
             raise refuse_unary(self.name)
         if self._instances.all_stuck:
             raise ModelNotReady(self.unready_reason())
         arrays, batch_size = self._check_inputs(inputs)
+        if self.config.sequence_batching is not None:
+            arrays.update(self._sequence_controls(sequence, batch_size))
         wanted = self._check_outputs_requested(outputs)
         now = self.queue.clock()
         if timeout is not None and timeout < 0:
@@ -176,9 +193,30 @@ class ModelVersion:
                 enqueued=now,
                 batch_size=batch_size,
                 batch_key=batch_key,
+                sequence=sequence,
             )
         )
         return future
+
+    def _sequence_controls(
+        self, sequence: SequenceInfo | None, batch_size: int
+    ) -> dict[str, np.ndarray]:
+        batching = self.config.sequence_batching
+        assert batching is not None
+        if sequence is None:
+            # Triton's wording first, then ours.
+            raise InvalidInput(
+                f"inference request to model '{self.name}' must specify a non-zero or "
+                f"non-empty correlation ID: model {self.name!r} is a sequence model; send "
+                "sequence_id (with sequence_start on a sequence's first request)"
+            )
+        check_sequence_id(self.name, batching, sequence)
+        if batch_size != 1:
+            raise InvalidInput(
+                f"model {self.name!r}: a request of a sequence must have batch size 1, "
+                f"got {batch_size}"
+            )
+        return control_tensors(batching, sequence, batched=bool(self._batch_dims))
 
     def _queue_priority(self, priority: int) -> int:
         """The queue's priority (higher first) for a request's priority.
@@ -298,12 +336,15 @@ class ModelVersion:
                         self._reshaped(dict(r.inputs), self.config.inputs, reshape=True),
                         r.outputs,
                         r.future.request_id,
+                        r.sequence,
                     )
                     for r in batch
                 ]
                 t1 = time.perf_counter_ns()
                 outcomes = model.run_requests(requests)
                 t2 = time.perf_counter_ns()
+                if isinstance(self.queue, SequenceQueue):
+                    self.queue.keep_states(batch, list(outcomes))
                 results = [
                     self._checked_outcome(outcome, request)
                     for outcome, request in zip(outcomes, batch, strict=True)
@@ -337,6 +378,8 @@ class ModelVersion:
         self, produced: dict[str, np.ndarray], wanted: tuple[str, ...], batch: list[Request]
     ) -> list[dict[str, np.ndarray] | ConveyorError]:
         produced = self._reshaped(produced, self.config.outputs, reshape=False)
+        if isinstance(self.queue, SequenceQueue):  # implicit state, kept per sequence
+            self.queue.keep_states(batch, _rows(produced, len(batch), self._batch_dims))
         joined = self._check_produced(produced, wanted, sum(r.batch_size for r in batch))
         return list(split_outputs(joined, batch))
 
@@ -574,6 +617,18 @@ def _load_in_this_process(
             model.close()
         raise
     return config, loaded, count
+
+
+def _rows(
+    produced: dict[str, np.ndarray], count: int, batch_dims: int
+) -> list[dict[str, np.ndarray]]:
+    """A joined execution's outputs, one dict per request (each of batch size 1)."""
+    if not batch_dims:
+        return [produced] * count
+    return [
+        {name: array[i : i + 1] for name, array in produced.items() if array.ndim}
+        for i in range(count)
+    ]
 
 
 def _settle(

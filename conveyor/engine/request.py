@@ -6,6 +6,7 @@ import dataclasses
 
 import numpy as np
 
+from conveyor.backends.base import SequenceInfo
 from conveyor.futures import InferFuture
 
 
@@ -20,3 +21,4 @@ class Request:
     batch_size: int = 1  # items along the batch dimension; 1 for models without one
     # Requests are batched together only when every input agrees beyond the batch dimension.
     batch_key: tuple[object, ...] = ()
+    sequence: SequenceInfo | None = None  # the sequence it belongs to (stateful models)

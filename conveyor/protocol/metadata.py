@@ -15,6 +15,7 @@ from conveyor.protocol.datatypes import BYTES
 if TYPE_CHECKING:
     from conveyor.engine.stats import Duration, ModelStatistics
     from conveyor.repository.config import ModelConfig, TensorSpec, WarmupSample
+    from conveyor.repository.sequences import SequenceBatching
 
 SERVER_NAME = "conveyor"
 
@@ -115,6 +116,8 @@ def model_config(config: ModelConfig, platform: str, instance_count: int) -> dic
         }
     if config.decoupled:
         result["model_transaction_policy"] = {"decoupled": True}
+    if config.sequence_batching is not None:
+        result["sequence_batching"] = sequence_batching_json(config.sequence_batching)
     if config.versions is not None:
         result["version_policy"] = {"specific": {"versions": list(config.versions)}}
     elif config.latest_versions is None:
@@ -213,3 +216,28 @@ def model_statistics(stats: ModelStatistics) -> dict[str, Any]:
 
 def statistics(all_stats: Iterable[ModelStatistics]) -> dict[str, Any]:
     return {"model_stats": [model_statistics(s) for s in all_stats]}
+
+
+def sequence_batching_json(batching: SequenceBatching) -> dict[str, Any]:
+    """``sequence_batching`` as Triton's model config JSON writes it (control inputs with
+    their kinds and false/true values or data type), so a model that reads its own config
+    in ``initialize`` finds its control tensors."""
+    controls = []
+    for control in batching.controls:
+        entry: dict[str, Any] = {"kind": f"CONTROL_SEQUENCE_{control.kind.upper()}"}
+        if control.kind == "corrid":
+            datatype = "STRING" if control.datatype == "BYTES" else control.datatype
+            entry["data_type"] = f"TYPE_{datatype}"
+        else:
+            key = {"INT32": "int32", "FP32": "fp32", "BOOL": "bool"}[control.datatype]
+            convert = {"int32": int, "fp32": float, "bool": bool}[key]
+            entry[f"{key}_false_true"] = [
+                convert(control.false_value),
+                convert(control.true_value),
+            ]
+        controls.append({"name": control.name, "control": [entry]})
+    return {
+        "max_sequence_idle_microseconds": batching.max_sequence_idle_us,
+        "control_input": controls,
+        "direct": {},
+    }

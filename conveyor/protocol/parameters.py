@@ -11,9 +11,13 @@ Units differ on purpose and are converted only here:
   default. The default level is level 1, as a Triton model with ``default_priority_level=1``.
 - ``timeout``: microseconds on the wire (0 = none), seconds in the engine (None = none).
 
+Sequence batching's ``sequence_id`` (an unsigned integer or a string; 0 or "" = none),
+``sequence_start`` and ``sequence_end`` (booleans) are read here too; whether the model takes
+sequences is the engine's question.
+
 Unknown parameters are ignored. Reserved ones that this server does not implement
-(sequence batching, classification of an input) are refused with a clear error rather
-than silently ignored, because ignoring them would return a wrong answer.
+(classification of an input) are refused with a clear error rather than silently ignored,
+because ignoring them would return a wrong answer.
 """
 
 from __future__ import annotations
@@ -27,11 +31,16 @@ from conveyor.errors import InvalidInput, Unsupported
 
 # Parameters we understand, by where they appear. Documented in docs/http-api.md
 # ("Parameters") and docs/grpc-api.md.
-REQUEST_PARAMETERS = ("priority", "timeout", "binary_data_output")
+REQUEST_PARAMETERS = (
+    "priority",
+    "timeout",
+    "binary_data_output",
+    "sequence_id",
+    "sequence_start",
+    "sequence_end",
+)
 INPUT_PARAMETERS = ("binary_data_size",)
 OUTPUT_PARAMETERS = ("binary_data", "classification")
-# Reserved by Triton's extensions that we do not implement: refused, never ignored.
-UNSUPPORTED_REQUEST_PARAMETERS = ("sequence_id", "sequence_start", "sequence_end")
 # (The shared_memory_* tensor parameters are read by conveyor.protocol.shared_memory.)
 UNSUPPORTED_TENSOR_PARAMETERS = ("classification",)
 
@@ -79,6 +88,10 @@ class RequestOptions:
     priority: int = 0
     timeout: float | None = None
     binary_data_output: bool = False
+    # Sequence batching: None when the request belongs to no sequence.
+    sequence_id: int | str | None = None
+    sequence_start: bool = False
+    sequence_end: bool = False
 
 
 DEFAULT_OPTIONS = RequestOptions()
@@ -92,16 +105,34 @@ def request_options(parameters: Any) -> RequestOptions:
         raise InvalidInput(f"request 'parameters' must be an object, got {_kind(parameters)}")
     if not parameters:
         return DEFAULT_OPTIONS
-    for key in UNSUPPORTED_REQUEST_PARAMETERS:
-        value = parameters.get(key)
-        if value not in (None, 0, "", False):
-            raise Unsupported(
-                f"request parameter {key!r}: sequence batching is not supported by this server"
-            )
     priority = _unsigned(parameters, "priority", "request parameter")
     timeout = _unsigned(parameters, "timeout", "request parameter (microseconds)")
     binary = flag(parameters, "binary_data_output", "request parameter")
-    return RequestOptions(engine_priority(priority), timeout_seconds(timeout), binary)
+    sequence_id = _sequence_id(parameters.get("sequence_id"))
+    return RequestOptions(
+        engine_priority(priority),
+        timeout_seconds(timeout),
+        binary,
+        sequence_id,
+        flag(parameters, "sequence_start", "request parameter"),
+        flag(parameters, "sequence_end", "request parameter"),
+    )
+
+
+def _sequence_id(value: Any) -> int | str | None:
+    """The wire's sequence id: an unsigned integer or a string; 0, "" or absent = none."""
+    if value is None or value == 0 or value == "":
+        if isinstance(value, bool):
+            raise InvalidInput("request parameter 'sequence_id' must be an integer or a string")
+        return None
+    if isinstance(value, str):
+        return value
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 < value < 2**64:
+        raise InvalidInput(
+            f"request parameter 'sequence_id' must be an unsigned 64-bit integer or a string, "
+            f"got {value!r}"
+        )
+    return value
 
 
 def check_tensor_parameters(

@@ -17,6 +17,7 @@ from typing import Any
 from conveyor.errors import RepositoryError
 from conveyor.protocol.datatypes import DATATYPES, is_datatype
 from conveyor.repository.ensemble import ENSEMBLE, EnsembleStep, check_graph, parse_steps
+from conveyor.repository.sequences import SequenceBatching, parse_sequence_batching
 
 
 class InstanceKind(enum.StrEnum):
@@ -99,6 +100,8 @@ class ModelConfig:
     # out of service until the execution returns.
     execution_timeout_s: float | None = None
     dynamic_batching: DynamicBatching | None = None
+    # A stateful model: requests carry a sequence id and go to their sequence's slot.
+    sequence_batching: SequenceBatching | None = None
     inputs: tuple[TensorSpec, ...] = ()
     outputs: tuple[TensorSpec, ...] = ()
     versions: tuple[int, ...] | None = None  # None: serve the latest_versions newest
@@ -140,6 +143,7 @@ _TOP_KEYS = {
     "max_queue_size",
     "execution_timeout_s",
     "dynamic_batching",
+    "sequence_batching",
     "inputs",
     "outputs",
     "versions",
@@ -252,6 +256,11 @@ def parse_config(name: str, raw: Mapping[str, Any], *, backend: str | None = Non
             'a decoupled model runs on thread instances only; set instance_kind = "thread" '
             "(process instances send back one answer per request)"
         )
+    sequence_batching = None
+    if "sequence_batching" in raw:
+        if batching is not None:
+            raise fail("use dynamic_batching or sequence_batching, not both")
+        sequence_batching = parse_sequence_batching(raw["sequence_batching"], fail)
 
     options = raw.get(chosen_backend, {})
     if not isinstance(options, dict):
@@ -270,6 +279,7 @@ def parse_config(name: str, raw: Mapping[str, Any], *, backend: str | None = Non
         max_queue_size=max_queue_size,
         execution_timeout_s=execution_timeout_s,
         dynamic_batching=batching,
+        sequence_batching=sequence_batching,
         inputs=inputs,
         outputs=outputs,
         versions=versions,

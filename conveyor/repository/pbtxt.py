@@ -34,6 +34,7 @@ from conveyor.repository.config import (
     parse_config,
 )
 from conveyor.repository.ensemble import ENSEMBLE
+from conveyor.repository.pbtxt_sequences import read_sequence_batching
 
 PBTXT_FILE = "config.pbtxt"
 
@@ -52,8 +53,6 @@ _WARNED = {
     "model_metrics",
 }
 _REFUSED = {
-    "sequence_batching": "Conveyor has no sequence batcher (requests of a sequence would be "
-    "batched and routed as independent ones)",
     "batch_input": "Conveyor does not make batch inputs (the model would miss a tensor)",
     "batch_output": "Conveyor does not split batch outputs",
     "model_repository_agents": "Conveyor runs no repository agents (the files would be used "
@@ -174,6 +173,9 @@ class _Reader:
                 config.dynamic_batching, priority_levels=levels, default_priority_level=default
             )
             config = dataclasses.replace(config, dynamic_batching=batching)
+        if m.HasField("sequence_batching"):
+            sequences = read_sequence_batching(m.sequence_batching, self.fail, self.warnings)
+            config = dataclasses.replace(config, sequence_batching=sequences)
         config = self.tensor_extras(m, config)
         config = dataclasses.replace(config, warmup=self.warmup(m, config))
         return PbtxtConfig(config, tuple(self.warnings))

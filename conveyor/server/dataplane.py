@@ -21,6 +21,7 @@ import concurrent.futures
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from conveyor.backends.base import SequenceInfo
 from conveyor.errors import DeadlineExceeded, InvalidInput, ModelNotReady, Unavailable, Unsupported
 from conveyor.futures import InferFuture, Outputs
 from conveyor.protocol import metadata
@@ -270,6 +271,7 @@ class DataPlane:
             priority=options.priority,
             timeout=timeout,
             request_id=request_id,
+            sequence=_sequence(options),
         )
         return future if plan is None else classified(future, plan)
 
@@ -373,6 +375,12 @@ class DataPlane:
             self.histograms.observe(
                 future.model_name, future.model_version or "", seconds, protocol
             )
+
+
+def _sequence(options: RequestOptions) -> SequenceInfo | None:
+    if options.sequence_id is None:
+        return None
+    return SequenceInfo(options.sequence_id, options.sequence_start, options.sequence_end)
 
 
 def _required_name(name: str) -> str:

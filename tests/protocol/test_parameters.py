@@ -1,6 +1,6 @@
 import pytest
 
-from conveyor.errors import InvalidInput, Unsupported
+from conveyor.errors import InvalidInput
 from conveyor.protocol.parameters import (
     RequestOptions,
     engine_priority,
@@ -44,6 +44,14 @@ def test_timeouts() -> None:
         ({"priority": 3, "timeout": 2000}, RequestOptions(-2, 0.002, False)),
         ({"binary_data_output": True, "unknown": [1]}, RequestOptions(0, None, True)),
         ({"sequence_id": 0}, RequestOptions()),
+        (
+            {"sequence_id": 7, "sequence_start": True},
+            RequestOptions(sequence_id=7, sequence_start=True),
+        ),
+        (
+            {"sequence_id": "s", "sequence_end": True},
+            RequestOptions(sequence_id="s", sequence_end=True),
+        ),
     ],
 )
 def test_request_options(parameters: object, expected: RequestOptions) -> None:
@@ -58,7 +66,9 @@ def test_request_options(parameters: object, expected: RequestOptions) -> None:
         ({"priority": 1.5}, InvalidInput, "'priority'"),
         ({"timeout": "5"}, InvalidInput, "'timeout'"),
         ({"binary_data_output": 1}, InvalidInput, "true or false"),
-        ({"sequence_id": 7}, Unsupported, "sequence batching"),
+        ({"sequence_id": -7}, InvalidInput, "'sequence_id' must be an unsigned 64-bit integer"),
+        ({"sequence_id": 2**64}, InvalidInput, "'sequence_id'"),
+        ({"sequence_id": 7, "sequence_end": 1}, InvalidInput, "'sequence_end' must be true"),
     ],
 )
 def test_request_options_errors(parameters: object, error: type, message: str) -> None:

@@ -11,8 +11,9 @@
   with a label file, and random_data and input_data_file warmups that it counts in
   warmup.log (so a test sees they ran before the model was ready).
 - Models that must fail to load, each for one reason: ``gpu_group`` (KIND_GPU),
-  ``sequence`` (sequence_batching), ``both_files`` (config.toml and config.pbtxt),
-  ``broken`` (a parse error on line 3), ``ensemble_model`` (platform "ensemble", no steps).
+  ``sequence`` (iterative sequence_batching), ``both_files`` (config.toml and
+  config.pbtxt), ``broken`` (a parse error on line 3), ``ensemble_model`` (platform "ensemble",
+  no steps).
 """
 
 from __future__ import annotations
@@ -112,7 +113,10 @@ instance_group [ { count: 1, kind: KIND_GPU, gpus: [ 0 ] } ]
     "sequence": """
 platform: "onnxruntime_onnx"
 max_batch_size: 8
-sequence_batching { max_sequence_idle_microseconds: 1000 }
+sequence_batching {
+  max_sequence_idle_microseconds: 1000
+  iterative_sequence: true
+}
 """,
     "both_files": """
 platform: "onnxruntime_onnx"

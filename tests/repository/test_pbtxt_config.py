@@ -57,7 +57,10 @@ def source_error(root: Path, name: str) -> str:
             'label_filename: "nope.txt" } ]',
             ["output[0].label_filename (OUTPUT0)", "m/nope.txt does not exist"],
         ),
-        ("sequence_batching { }", ["sequence_batching"]),
+        (
+            "sequence_batching { iterative_sequence: true }",
+            ["sequence_batching.iterative_sequence", "not supported"],
+        ),
     ],
 )
 def test_a_refused_or_wrong_field_is_named(tmp_path: Path, pbtxt: str, words: list[str]) -> None:

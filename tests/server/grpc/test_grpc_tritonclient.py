@@ -391,9 +391,6 @@ def test_inputs_that_do_not_fit_the_model(stub: Any) -> None:
 
 def test_unsupported_parameters_are_refused(stub: Any) -> None:
     request = raw_tiny(bytes(64))
-    request.parameters["sequence_id"].uint64_param = 7
-    expect(stub, request, grpc.StatusCode.UNIMPLEMENTED, "sequence")
-    request = raw_tiny(bytes(64))
     request.inputs[0].parameters["shared_memory_region"].string_param = "r"
     # Shared memory is served now; a region with no byte size is a client error.
     expect(stub, request, grpc.StatusCode.INVALID_ARGUMENT, "shared memory")

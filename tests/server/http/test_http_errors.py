@@ -48,7 +48,12 @@ def infer_json(server: RunningServer, model: str, body: object, **headers: str):
         ("tiny", {"inputs": [{**FP32_16, "datatype": "FP99"}]}, 400, "unknown datatype"),
         ("tiny", {"inputs": [FP32_16], "outputs": [{"name": "NOPE"}]}, 400, "no output 'NOPE'"),
         ("tiny", {"inputs": [FP32_16], "parameters": {"priority": -3}}, 400, "'priority'"),
-        ("tiny", {"inputs": [FP32_16], "parameters": {"sequence_id": 5}}, 400, "sequence"),
+        (
+            "tiny",
+            {"inputs": [FP32_16], "parameters": {"sequence_id": 5, "sequence_start": 1}},
+            400,
+            "'sequence_start' must be true or false",
+        ),
         (
             "tiny",
             {"inputs": [{**FP32_16, "parameters": {"shared_memory_region": "r"}}]},
