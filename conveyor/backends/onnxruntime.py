@@ -21,6 +21,7 @@ import numpy as np
 import onnxruntime as ort
 
 from conveyor.backends.base import Backend, LoadedModel, ModelCaller
+from conveyor.backends.specs import check_declared, file_tensor_spec
 from conveyor.errors import InvalidInput, RepositoryError
 from conveyor.repository.config import ModelConfig, TensorSpec
 
@@ -163,8 +164,10 @@ class OnnxRuntimeBackend(Backend):
         session = model.session
         inputs = config.inputs or _specs(config, session.get_inputs(), "input")
         outputs = config.outputs or _specs(config, session.get_outputs(), "output")
-        _check_declared(config, inputs, {i.name for i in session.get_inputs()}, "input")
-        _check_declared(config, outputs, {o.name for o in session.get_outputs()}, "output")
+        declared = {i.name for i in session.get_inputs()}
+        check_declared(config, inputs, declared, "input", "the ONNX file")
+        declared = {o.name for o in session.get_outputs()}
+        check_declared(config, outputs, declared, "output", "the ONNX file")
         return dataclasses.replace(config, inputs=inputs, outputs=outputs)
 
 
@@ -179,23 +182,5 @@ def _specs(config: ModelConfig, args: list[Any], kind: str) -> tuple[TensorSpec,
             )
         # Symbolic or unknown dimensions become -1 (any size).
         shape = [d if isinstance(d, int) and d >= 0 else -1 for d in arg.shape]
-        if config.batching:
-            if not shape or shape[0] != -1:
-                raise RepositoryError(
-                    f"model {config.name!r}: max_batch_size > 0 needs a dynamic first "
-                    f"dimension, but {kind} {arg.name!r} has shape {arg.shape}"
-                )
-            shape = shape[1:]
-        specs.append(TensorSpec(arg.name, datatype, tuple(shape)))
+        specs.append(file_tensor_spec(config, kind, arg.name, datatype, shape, arg.shape))
     return tuple(specs)
-
-
-def _check_declared(
-    config: ModelConfig, specs: tuple[TensorSpec, ...], actual: set[str], kind: str
-) -> None:
-    for spec in specs:
-        if spec.name not in actual:
-            raise RepositoryError(
-                f"model {config.name!r}: config declares {kind} {spec.name!r}, but the ONNX "
-                f"file's {kind}s are {', '.join(sorted(actual))}"
-            )

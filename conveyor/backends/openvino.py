@@ -27,6 +27,7 @@ import numpy as np
 
 from conveyor.backends.base import Backend, LoadedModel, ModelCaller
 from conveyor.backends.openvino_options import OpenVinoOptions
+from conveyor.backends.specs import check_declared, file_tensor_spec
 from conveyor.errors import InvalidInput, RepositoryError
 from conveyor.repository.config import ModelConfig, TensorSpec
 
@@ -194,8 +195,10 @@ class OpenVinoBackend(Backend):
         compiled = model.compiled
         inputs = config.inputs or _specs(config, compiled.inputs, "input")
         outputs = config.outputs or _specs(config, compiled.outputs, "output")
-        _check_declared(config, inputs, {p.get_any_name() for p in compiled.inputs}, "input")
-        _check_declared(config, outputs, {p.get_any_name() for p in compiled.outputs}, "output")
+        declared = {p.get_any_name() for p in compiled.inputs}
+        check_declared(config, inputs, declared, "input", "the OpenVINO model")
+        declared = {p.get_any_name() for p in compiled.outputs}
+        check_declared(config, outputs, declared, "output", "the OpenVINO model")
         return dataclasses.replace(config, inputs=inputs, outputs=outputs)
 
 
@@ -236,23 +239,5 @@ def _specs(config: ModelConfig, ports: Sequence[Any], kind: str) -> tuple[Tensor
             )
         # Dynamic dimensions (and bounded ones) become -1 (any size).
         shape = [d.get_length() if d.is_static else -1 for d in partial]
-        if config.batching:
-            if not shape or shape[0] != -1:
-                raise RepositoryError(
-                    f"model {config.name!r}: max_batch_size > 0 needs a dynamic first "
-                    f"dimension, but {kind} {name!r} has shape {partial}"
-                )
-            shape = shape[1:]
-        specs.append(TensorSpec(name, datatype, tuple(shape)))
+        specs.append(file_tensor_spec(config, kind, name, datatype, shape, partial))
     return tuple(specs)
-
-
-def _check_declared(
-    config: ModelConfig, specs: tuple[TensorSpec, ...], actual: set[str], kind: str
-) -> None:
-    for spec in specs:
-        if spec.name not in actual:
-            raise RepositoryError(
-                f"model {config.name!r}: config declares {kind} {spec.name!r}, but the "
-                f"OpenVINO model's {kind}s are {', '.join(sorted(actual))}"
-            )
