@@ -15,7 +15,6 @@ BYTES inputs, which need encoding anyway, stay on the wire too.
 
 from __future__ import annotations
 
-import ipaddress
 import itertools
 import os
 from collections.abc import Mapping
@@ -27,7 +26,7 @@ import numpy as np
 
 from conveyor.protocol import binary
 from conveyor.protocol.datatypes import datatype_of
-from conveyor.protocol.shared_memory import InputInRegion, Location
+from conveyor.protocol.shared_memory import InputInRegion, Location, is_loopback
 
 DEFAULT_THRESHOLD = 64 * 1024  # bytes; below this the socket is as fast as a copy
 MIN_REGION_BYTES = 1 << 20
@@ -115,13 +114,7 @@ class RegionPool:
 
 def on_this_machine(url: str) -> bool:
     """Whether ``url``'s host is a loopback address (so the server shares our /dev/shm)."""
-    host = urlsplit(url).hostname or ""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    return is_loopback(urlsplit(url).hostname or "")
 
 
 def bytes_needed(arrays: Mapping[str, np.ndarray]) -> int:

@@ -14,10 +14,23 @@ bounds checks at use, reference counts) are the server's
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 from collections.abc import Mapping
 from typing import Any
 
 from conveyor.errors import InvalidInput
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (an address or 'localhost') reaches this machine only: where a client
+    and a server share /dev/shm, so system shared memory can work between them."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
 
 REGION = "shared_memory_region"
 BYTE_SIZE = "shared_memory_byte_size"

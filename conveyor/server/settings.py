@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import enum
-import ipaddress
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -20,6 +19,7 @@ from typing import Any
 from conveyor import options
 from conveyor.engine.engine import ModelControl
 from conveyor.protocol.limits import DEFAULT_MAX_MESSAGE_BYTES
+from conveyor.protocol.shared_memory import is_loopback
 
 # Defaults that other modules use too (each front end's own keyword defaults), written once.
 DEFAULT_DRAIN_TIMEOUT_S = 30.0
@@ -224,16 +224,6 @@ class Settings:
         if self.auth_token is None and token:
             return dataclasses.replace(self, auth_token=token)
         return self
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` (an address or 'localhost') reaches this machine only."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _valid_token(token: str) -> bool:

@@ -489,15 +489,7 @@ class HTTPProtocol(asyncio.BufferedProtocol):
         if self._transport is None:
             return
         transport.write(b"0\r\n\r\n")
-        self._busy = False
-        if not request.keep_alive or self._closing:
-            transport.close()
-            return
-        if self._queue:
-            self._next()
-        else:
-            self.idle_since = time.monotonic()
-        self._maybe_resume_reading()
+        self._finish_response(transport, request.keep_alive and not self._closing)
 
     async def _stream_until_close(self, request: _Request, reply: StreamReply) -> None:
         """Write the head, then each chunk as the iterator yields it; close at its end.
@@ -590,6 +582,11 @@ class HTTPProtocol(asyncio.BufferedProtocol):
             transport.write(b"".join(head))  # type: ignore[arg-type]  # ndarray is a Buffer
         else:
             _write_parts(transport, head, parts)
+        self._finish_response(transport, keep_alive)
+
+    def _finish_response(self, transport: asyncio.Transport, keep_alive: bool) -> None:
+        """A response is written whole: close, or go on to the next pipelined request, or
+        wait idle for one."""
         self._busy = False
         if not keep_alive:
             transport.close()
