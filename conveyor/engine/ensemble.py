@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from conveyor.engine.outputs import output_names
 from conveyor.engine.stats import ModelStatistics, StatsRecorder
 from conveyor.errors import (
     ConveyorError,
@@ -208,15 +209,7 @@ class EnsembleVersion:
         return arrays
 
     def _check_outputs_requested(self, outputs: Sequence[str] | None) -> tuple[str, ...]:
-        if outputs is None:
-            return self._all_outputs
-        for name in outputs:
-            if name not in self._all_outputs:
-                raise InvalidInput(
-                    f"model {self.name!r} has no output {name!r}; its outputs are "
-                    f"{', '.join(self._all_outputs)}"
-                )
-        return tuple(dict.fromkeys(outputs))
+        return output_names(self.name, outputs, self._all_outputs)
 
     # -- state ------------------------------------------------------------------------------
 

@@ -19,7 +19,7 @@ from conveyor.engine.batcher import join_inputs, split_outputs, wanted_outputs
 from conveyor.engine.decoupled import refuse_unary, run_decoupled
 from conveyor.engine.failures import FailureLog, RecentFailure
 from conveyor.engine.instances import Instances, TakeWork, ThreadInstances
-from conveyor.engine.outputs import requested_outputs
+from conveyor.engine.outputs import output_names, requested_outputs
 from conveyor.engine.processes import ProcessInstances, ProcessPool
 from conveyor.engine.request import Request
 from conveyor.engine.scheduler import BatchPolicy, RequestQueue
@@ -310,15 +310,7 @@ class ModelVersion:
         return [-1, *spec.shape] if self._batch_dims else list(spec.shape)
 
     def _check_outputs_requested(self, outputs: Sequence[str] | None) -> tuple[str, ...]:
-        if outputs is None:
-            return self._all_outputs
-        for name in outputs:
-            if name not in self._outputs:
-                raise InvalidInput(
-                    f"model {self.name!r} has no output {name!r}; its outputs are "
-                    f"{', '.join(self._all_outputs)}"
-                )
-        return tuple(dict.fromkeys(outputs))
+        return output_names(self.name, outputs, self._all_outputs)
 
     # -- running (on instance threads) ------------------------------------------------------
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from conveyor.errors import ModelError
+from conveyor.errors import InvalidInput, ModelError
 
 
 def requested_outputs(model: str, produced: object, wanted: Sequence[str]) -> dict[str, np.ndarray]:
@@ -37,3 +37,18 @@ def requested_outputs(model: str, produced: object, wanted: Sequence[str]) -> di
             )
         picked[name] = array
     return picked
+
+
+def output_names(
+    model: str, asked: Sequence[str] | None, outputs: tuple[str, ...]
+) -> tuple[str, ...]:
+    """The outputs a request asks of model ``model`` (all of ``outputs`` when it names none),
+    each once, in the order asked. Raises InvalidInput naming an output the model lacks."""
+    if asked is None:
+        return outputs
+    for name in asked:
+        if name not in outputs:
+            raise InvalidInput(
+                f"model {model!r} has no output {name!r}; its outputs are {', '.join(outputs)}"
+            )
+    return tuple(dict.fromkeys(asked))

@@ -105,19 +105,7 @@ class RequestQueue:
         return heapq.heappop(self._heap)
 
     def _start(self, request: Request) -> bool:
-        """Mark a request running; False if it was cancelled or its deadline passed."""
-        if not request.future.set_running_or_notify_cancel():
-            return False
-        if request.deadline is not None and self.clock() > request.deadline:
-            request.future.set_exception(
-                DeadlineExceeded(
-                    f"model {self.model!r}: the request's timeout passed while it was queued; "
-                    "it was not run"
-                )
-            )
-            self._on_expired(request)
-            return False
-        return True
+        return start_request(request, self.clock(), self.model, self._on_expired)
 
     def _form_batch(self, first: _Entry, policy: BatchPolicy) -> list[Request]:
         held = [first]
@@ -181,3 +169,21 @@ def _fit_preferred(
     if count != goal:  # sizes don't add up to a preferred size: keep the whole batch
         return held, []
     return kept, released
+
+
+def start_request(
+    request: Request, now: float, model: str, on_expired: Callable[[Request], None]
+) -> bool:
+    """Mark a request running; False if it was cancelled or its deadline passed (then its
+    future is answered DeadlineExceeded and ``on_expired`` told)."""
+    if not request.future.set_running_or_notify_cancel():
+        return False
+    if request.deadline is not None and now > request.deadline:
+        request.future.set_exception(
+            DeadlineExceeded(
+                f"model {model!r}: the request's timeout passed while it was queued; it was not run"
+            )
+        )
+        on_expired(request)
+        return False
+    return True

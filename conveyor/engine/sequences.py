@@ -33,8 +33,8 @@ import numpy as np
 
 from conveyor.backends.base import SequenceInfo
 from conveyor.engine.request import Request
-from conveyor.engine.scheduler import BatchPolicy, Clock
-from conveyor.errors import DeadlineExceeded, InvalidInput, QueueFull, ShuttingDown
+from conveyor.engine.scheduler import BatchPolicy, Clock, start_request
+from conveyor.errors import InvalidInput, QueueFull, ShuttingDown
 from conveyor.protocol.datatypes import numpy_dtype
 from conveyor.repository.sequences import ControlKind, SequenceBatching
 
@@ -257,18 +257,7 @@ class SequenceQueue:
                         sequence.states[state.input] = array
 
     def _start(self, request: Request, now: float) -> bool:
-        if not request.future.set_running_or_notify_cancel():
-            return False
-        if request.deadline is not None and now > request.deadline:
-            request.future.set_exception(
-                DeadlineExceeded(
-                    f"model {self.model!r}: the request's timeout passed while it was queued; "
-                    "it was not run"
-                )
-            )
-            self._on_expired(request)
-            return False
-        return True
+        return start_request(request, now, self.model, self._on_expired)
 
     def _finished(self, lane: int) -> None:
         """This lane's last execution is over: its sequences are idle from now, and those
