@@ -62,6 +62,9 @@ GOOD: dict[str, tuple[Any, str]] = {
         for name in METHODS
         if name.startswith("CudaSharedMemory")
     },
+    # Trace and logging extensions: declared, answered by their own front-end handlers.
+    "TraceSetting": (pb.TraceSettingRequest(), "UNIMPLEMENTED"),
+    "LogSettings": (pb.LogSettingsRequest(), "UNIMPLEMENTED"),
 }
 
 REGISTERED = set(InferenceServicer(DataPlane(version="test")).implementations())

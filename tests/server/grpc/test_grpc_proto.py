@@ -98,7 +98,7 @@ def test_service_has_every_triton_rpc_we_promise() -> None:
         "ModelConfig", "ModelInfer", "ModelStreamInfer", "ModelStatistics", "RepositoryIndex",
         "RepositoryModelLoad", "RepositoryModelUnload", "SystemSharedMemoryStatus",
         "SystemSharedMemoryRegister", "SystemSharedMemoryUnregister", "CudaSharedMemoryStatus",
-        "CudaSharedMemoryRegister", "CudaSharedMemoryUnregister",
+        "CudaSharedMemoryRegister", "CudaSharedMemoryUnregister", "TraceSetting", "LogSettings",
     } == set(ours.methods_by_name)  # fmt: skip
 
 
