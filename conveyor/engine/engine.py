@@ -30,6 +30,7 @@ from conveyor.errors import (
     ModelNotReady,
     ModelUnavailable,
     ShuttingDown,
+    Unavailable,
     Unsupported,
 )
 from conveyor.futures import InferFuture, Outputs
@@ -37,6 +38,7 @@ from conveyor.repository.checks import model_warnings, repository_warnings
 from conveyor.repository.config import ModelConfig
 from conveyor.repository.ensemble import ENSEMBLE
 from conveyor.repository.layout import ModelSource, Repository
+from conveyor.repository.watch import RepositoryWatch
 from conveyor.streams import DEFAULT_BUFFER, ResponseStream
 
 log = logging.getLogger("conveyor.engine")
@@ -44,6 +46,8 @@ log = logging.getLogger("conveyor.engine")
 ServedVersion = ModelVersion | EnsembleVersion
 # Triton's prefix for a model (version) it cannot serve; clients match on it.
 UNKNOWN_MODEL = "Request for unknown model: "
+# Triton's answer to a load or unload request while it polls the repository.
+POLLING_REFUSAL = "explicit model load / unload is not allowed if polling is enabled"
 
 
 class ModelState(enum.StrEnum):
@@ -60,6 +64,9 @@ class ModelControl(enum.StrEnum):
 
     NONE = "none"  # every model of the repository loads at start; no load/unload requests
     EXPLICIT = "explicit"  # only the startup models load at start; load/unload requests allowed
+    # every model loads at start; the repository is scanned for changes (poll_repository),
+    # which load, reload and unload models; no load/unload requests
+    POLL = "poll"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,6 +132,11 @@ class Engine:
         self._wanted: set[str] = set()
         self._closing = False
         self._loading_ensembles: set[str] = set()  # to refuse an ensemble that contains itself
+        # Poll mode: the fingerprints are taken before the models load, so a change made
+        # while they load is picked up by the first scans.
+        self._watch = (
+            RepositoryWatch(repository.root) if self.model_control is ModelControl.POLL else None
+        )
         if self.model_control is ModelControl.EXPLICIT:
             names = list(startup_models or [])
         else:
@@ -186,6 +198,31 @@ class Engine:
         if self._closing:
             raise ShuttingDown("the engine is shutting down; it takes no new requests")
         served = self._version(model, version)
+        try:
+            return self._submit_to(served, model, inputs, outputs, priority, timeout,
+                                   request_id, sequence)  # fmt: skip
+        except ShuttingDown:
+            # A reload swapped this version out between the lookup and the queueing (its
+            # queue closed); the model is still served: queue on what serves it now.
+            if self._closing:
+                raise
+            current = self._version(model, version)
+            if current is served:
+                raise
+            return self._submit_to(current, model, inputs, outputs, priority, timeout,
+                                   request_id, sequence)  # fmt: skip
+
+    @staticmethod
+    def _submit_to(
+        served: ServedVersion,
+        model: str,
+        inputs: Mapping[str, np.ndarray],
+        outputs: Sequence[str] | None,
+        priority: int,
+        timeout: float | None,
+        request_id: str | None,
+        sequence: SequenceInfo | None,
+    ) -> InferFuture:
         if isinstance(served, EnsembleVersion):
             if sequence is not None:
                 raise InvalidInput(
@@ -337,19 +374,20 @@ class Engine:
         return RepositoryEntry(name, str(version), status.state, status.reason)
 
     def load_model(self, name: str) -> None:
-        """Load (or reload) a model from the repository; blocks until it is ready."""
+        """Load (or reload) a model from the repository; blocks until it is ready.
+
+        A reload that fails leaves the versions that were serving in place (and raises)."""
         self._require_model_control()
         try:
-            self._load(name)
+            failure = self._load(name)
         except ModelNotFound as exc:
             # Triton's wording for a model its repository does not hold, then ours.
             raise ModelNotFound(
                 f"failed to load '{name}', failed to poll from model repository: {exc.message}"
             ) from None
-        status = self._states.get(name)
-        if status is not None and status.state is not ModelState.READY:
+        if failure is not None:
             raise ModelUnavailable(
-                f"load failed for model '{name}': model {name!r} failed to load: {status.reason}"
+                f"load failed for model '{name}': model {name!r} failed to load: {failure}"
             )
 
     def unload_model(self, name: str) -> None:
@@ -361,14 +399,49 @@ class Engine:
             self._wanted.discard(name)
         self._stop(name, "unloaded")
 
+    def poll_repository(self) -> list[str]:
+        """Poll mode: scan the repository once and act on the models whose folder changed
+        and has settled (see conveyor.repository.watch): a new one loads, a changed one
+        reloads (the old versions serve until the new ones are ready, and keep serving if
+        they fail), a removed one unloads once its requests are answered. Blocks while it
+        loads: call it from a thread of its own (conveyor.engine.polling). Returns the
+        names acted on."""
+        if self._watch is None:
+            raise Unsupported("poll_repository needs model_control='poll'")
+        changed = [] if self._closing else self._watch.scan()
+        for name in changed:
+            if self._closing:
+                break
+            try:
+                failure = self._load(name)
+            except ModelNotFound:
+                log.info("model %r removed from the repository: unloaded", name)
+                continue
+            if failure is not None and name in self._running:
+                log.error("model %r: reload failed, still serving the versions loaded before: "
+                          "%s", name, failure)  # fmt: skip
+        return changed
+
     def _require_model_control(self) -> None:
+        if self.model_control is ModelControl.POLL:
+            # Triton's wording and status (UNAVAILABLE), then ours.
+            raise Unavailable(
+                f"{POLLING_REFUSAL}: this server polls its repository (--model-control poll); "
+                "add, change or remove the model's folder instead"
+            )
         if self.model_control is not ModelControl.EXPLICIT:
             raise Unsupported(
                 "model control is disabled; start the server with --model-control explicit "
                 "to load and unload models"
             )
 
-    def _load(self, name: str) -> None:
+    def _load(self, name: str) -> str | None:
+        """Load ``name``'s versions; None, or why no version loaded.
+
+        A model that is serving keeps serving while the new versions load next to it; they
+        replace it in one step, then the old ones finish the requests they hold and are
+        released. If none of the new versions loads, the old ones stay (the reason is in the
+        repository index). ModelNotFound: the repository holds no such model (any more)."""
         try:
             source = self.repository.source(name)
         except ModelNotFound:
@@ -380,13 +453,12 @@ class Engine:
             raise
         except ConveyorError as exc:
             log.error("model %r not loaded: %s", name, exc.message)
-            with self._lock:
-                self._wanted.add(name)
-                self._states[name] = _Status(ModelState.UNAVAILABLE, reason=exc.message)
-            return
+            self._failed(name, exc.message)
+            return exc.message
         with self._lock:
             self._wanted.add(name)
-            self._states[name] = _Status(ModelState.LOADING)
+            if name not in self._running:
+                self._states[name] = _Status(ModelState.LOADING)
         for warning in (*source.warnings, *model_warnings(name, source.path, source.config)):
             log.warning("%s", warning)
         if source.config.backend == ENSEMBLE:
@@ -407,16 +479,36 @@ class Engine:
                 reason = f"version {latest} failed to load ({reason}); serving {version}"
                 log.warning("model %r: %s", name, reason)
                 break
-        self._stop(name, "reloaded", keep_state=True)
+        if not loaded:
+            self._failed(name, reason)
+            return reason
         with self._lock:
-            if loaded:
-                self._running = {**self._running, name: loaded}
-                self._latest = {**self._latest, name: loaded[max(loaded)]}
-                versions = tuple(sorted(loaded))
-                self._states[name] = _Status(ModelState.READY, versions, reason)
-                log.info("model %r version %s ready", name, ",".join(map(str, versions)))
-            else:
+            old = self._running.get(name)
+            self._running = {**self._running, name: loaded}
+            self._latest = {**self._latest, name: loaded[max(loaded)]}
+            versions = tuple(sorted(loaded))
+            self._states[name] = _Status(ModelState.READY, versions, reason)
+        log.info("model %r version %s ready", name, ",".join(map(str, versions)))
+        # New requests reach the new versions from here on; the old ones drain.
+        for running in (old or {}).values():
+            running.close()
+        return None
+
+    def _failed(self, name: str, reason: str) -> None:
+        """No version of ``name`` loaded: UNAVAILABLE with why, or, if versions loaded
+        before serve it, those keep serving and the index says the reload failed."""
+        with self._lock:
+            self._wanted.add(name)
+            serving = self._running.get(name)
+            if serving is None:
                 self._states[name] = _Status(ModelState.UNAVAILABLE, reason=reason)
+                return
+            versions = tuple(sorted(serving))
+            self._states[name] = _Status(
+                ModelState.READY,
+                versions,
+                f"reload failed, still serving version {','.join(map(str, versions))}: {reason}",
+            )
 
     def _load_step_models(self, source: ModelSource) -> None:
         """An ensemble's step models load before it (those not running already), so the
@@ -433,21 +525,19 @@ class Engine:
         finally:
             self._loading_ensembles.discard(source.name)
 
-    def _stop(self, name: str, why: str, *, keep_state: bool = False) -> None:
+    def _stop(self, name: str, why: str) -> None:
         with self._lock:
             versions = self._running.get(name)
             if versions is None:
-                if not keep_state:
-                    self._states[name] = _Status(ModelState.UNAVAILABLE, reason=why)
+                self._states[name] = _Status(ModelState.UNAVAILABLE, reason=why)
                 return
             self._running = {k: v for k, v in self._running.items() if k != name}
             self._latest = {k: v for k, v in self._latest.items() if k != name}
             self._states[name] = _Status(ModelState.UNLOADING)
         for running in versions.values():
             running.close()
-        if not keep_state:
-            with self._lock:
-                self._states[name] = _Status(ModelState.UNAVAILABLE, reason=why)
+        with self._lock:
+            self._states[name] = _Status(ModelState.UNAVAILABLE, reason=why)
 
     # -- state ------------------------------------------------------------------------------
 

@@ -20,7 +20,8 @@ import signal
 import sys
 from collections.abc import Callable
 
-from conveyor.engine import Engine
+from conveyor.engine import Engine, ModelControl
+from conveyor.engine.polling import RepositoryPoller
 from conveyor.server.auth import BearerAuth
 from conveyor.server.dataplane import DataPlane
 from conveyor.server.frontend import FrontEnd
@@ -64,6 +65,7 @@ class Server:
         self.front_ends: list[FrontEnd] = []
         self._engine_factory = engine_factory or self._engine_from_settings
         self._wake: asyncio.Event | None = None
+        self._poller: RepositoryPoller | None = None
 
     # -- running ----------------------------------------------------------------------------
 
@@ -158,6 +160,10 @@ class Server:
         # Loading models blocks for seconds: on a worker thread, while /v2/health/live answers.
         engine = await loop.run_in_executor(None, self._engine_factory)
         self.data_plane.engine = engine
+        if engine.model_control is ModelControl.POLL:
+            self._poller = RepositoryPoller(engine, self.settings.poll_interval)
+            self._poller.start()
+            log.info("polling the repository every %g s", self.settings.poll_interval)
         names = ", ".join(engine.model_names()) or "none"
         log.info("ready: serving %s", names)
         for front_end in self.front_ends:
@@ -185,8 +191,12 @@ class Server:
         # Metrics keep answering until the end, so a scrape can watch the drain.
         await asyncio.gather(*(f.stop(timeout) for f in serving), return_exceptions=True)
         engine = self.data_plane.engine
+        loop = asyncio.get_running_loop()
+        if self._poller is not None:
+            # No load may start (or be half-installed) while the engine closes.
+            await loop.run_in_executor(None, self._poller.stop, timeout)
+            self._poller = None
         if engine is not None:
-            loop = asyncio.get_running_loop()
             await loop.run_in_executor(None, engine.close, timeout)
         self.data_plane.close()  # every shared-memory region: unmapped, descriptors closed
         for front_end in self.front_ends:

@@ -29,6 +29,8 @@ DEFAULT_HTTP_KEEP_ALIVE_S = 30.0
 # listen(2)'s backlog: asyncio's default of 100 drops a burst's SYNs past it, and each dropped
 # client waits a second to retry; uvicorn uses 2048 too.
 DEFAULT_LISTEN_BACKLOG = 2048
+# Triton's default for --repository-poll-secs.
+DEFAULT_REPOSITORY_POLL_S = 15.0
 # Where the bearer token may come from instead of --auth-token (which other local users can
 # read in the process list). Read by :meth:`Settings.with_environment` only, never at import.
 AUTH_TOKEN_ENV = "CONVEYOR_AUTH_TOKEN"
@@ -70,7 +72,17 @@ class Settings:
         default=ModelControl.NONE,
         metadata=_option(
             "none: load every model at start, no load/unload; explicit: load only "
-            "--load-model models at start and allow load/unload requests"
+            "--load-model models at start and allow load/unload requests; poll: load every "
+            "model at start, then follow the repository's changes (--repository-poll-secs), "
+            "no load/unload requests"
+        ),
+    )
+    repository_poll_secs: float | None = dataclasses.field(
+        default=None,
+        metadata=_option(
+            "with --model-control poll: seconds between scans of the repository for added, "
+            f"changed and removed models; must be > 0 (default {DEFAULT_REPOSITORY_POLL_S:g}, "
+            "as Triton's)"
         ),
     )
     load_model: tuple[str, ...] = dataclasses.field(
@@ -190,6 +202,15 @@ class Settings:
             raise ValueError("drain_timeout must be >= 0")
         if self.load_model and self.model_control is not ModelControl.EXPLICIT:
             raise ValueError("--load-model needs --model-control explicit")
+        if self.repository_poll_secs is not None:
+            if self.model_control is not ModelControl.POLL:
+                raise ValueError("--repository-poll-secs needs --model-control poll")
+            if not self.repository_poll_secs > 0:
+                # Triton polls only with a positive interval; 0 would silently never poll.
+                raise ValueError(
+                    "--repository-poll-secs must be > 0 seconds with --model-control poll, "
+                    f"got {self.repository_poll_secs:g}"
+                )
         for name in ("http_header_timeout", "http_body_timeout", "http_keep_alive_timeout"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0 seconds")
@@ -204,6 +225,13 @@ class Settings:
             path = getattr(self, name)
             if path is not None and not os.path.isfile(path):
                 raise ValueError(f"--{name.replace('_', '-')} {path!r} is not a file")
+
+    @property
+    def poll_interval(self) -> float:
+        """Seconds between repository scans in poll mode (Triton's default if not given)."""
+        if self.repository_poll_secs is None:
+            return DEFAULT_REPOSITORY_POLL_S
+        return self.repository_poll_secs
 
     def shared_memory_off(self) -> str | None:
         """None when system shared memory is on; otherwise why it is off (for errors)."""
