@@ -81,7 +81,7 @@ class Settings:
         default=None,
         metadata=_option(
             "with --model-control poll: seconds between scans of the repository for added, "
-            f"changed and removed models; must be > 0 (default {DEFAULT_REPOSITORY_POLL_S:g}, "
+            f"changed and removed models; must be > 0 (default: {DEFAULT_REPOSITORY_POLL_S:g}, "
             "as Triton's)"
         ),
     )
