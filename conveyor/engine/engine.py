@@ -262,15 +262,25 @@ class Engine:
         """
         if self._closing:
             raise ShuttingDown("the engine is shutting down; it takes no new requests")
-        return start_stream(
-            self._version(model, version),
-            inputs,
-            outputs=outputs,
-            priority=priority,
-            timeout=timeout,
-            request_id=request_id,
-            buffer=buffer,
-        )
+        served = self._version(model, version)
+        while True:
+            try:
+                return start_stream(
+                    served,
+                    inputs,
+                    outputs=outputs,
+                    priority=priority,
+                    timeout=timeout,
+                    request_id=request_id,
+                    buffer=buffer,
+                )
+            except ShuttingDown:
+                # As in submit: a reload swapped the version out before the request was
+                # queued; queue it on the version serving now.
+                current = None if self._closing else self._version(model, version)
+                if current is None or current is served:
+                    raise
+                served = current
 
     async def infer(self, model: str, inputs: Mapping[str, np.ndarray], **kwargs: Any) -> Outputs:
         """``submit`` and await the result; no thread waits meanwhile."""
