@@ -8,7 +8,8 @@ client works from plain threads and from any asyncio loop.
 
 A transport (HTTP, gRPC) implements only the coroutines at the bottom: ``_open``,
 ``_close``, ``_infer``, ``_get`` and the two that (un)register a shared-memory region. Large
-inputs to a server on this machine go through shared memory (``shared_memory.py``).
+tensors to and from a server on this machine go through shared memory
+(``shared_memory.py``).
 Priority and timeout arrive in the engine's units (higher runs first; seconds) and are
 converted to the wire's once, in ``submit``.
 """
@@ -27,10 +28,14 @@ import numpy as np
 
 from conveyor.client.shared_memory import (
     DEFAULT_THRESHOLD,
+    OUTPUT_TOO_LARGE,
+    OutputSlot,
     RegionPool,
+    bytes_needed,
     on_this_machine,
+    shape_key,
 )
-from conveyor.errors import Cancelled, ConveyorError, Unsupported
+from conveyor.errors import Cancelled, ConveyorError, InvalidInput, Unsupported
 from conveyor.futures import InferFuture, Outputs
 from conveyor.protocol.parameters import wire_priority, wire_timeout
 from conveyor.protocol.shared_memory import InputInRegion
@@ -183,15 +188,34 @@ class BaseClient(abc.ABC):
         """``submit`` and await the result from any event loop; no thread waits meanwhile."""
         return await self.submit(model, inputs, **kwargs)
 
-    async def _send(self, model: str, inputs: Mapping[str, np.ndarray], **wire: Any) -> Outputs:
-        """``_infer``, with large inputs in one of the client's shared-memory regions."""
+    async def _send(
+        self,
+        model: str,
+        inputs: Mapping[str, np.ndarray],
+        *,
+        outputs: list[str] | None,
+        version: str | None,
+        **wire: Any,
+    ) -> Outputs:
+        """``_infer``, with large tensors in one of the client's shared-memory regions:
+        large inputs always, large outputs once their size is known (see
+        :mod:`conveyor.client.shared_memory`)."""
         pool = self.shared_memory
-        large = pool.large_inputs(inputs) if pool is not None else {}
-        if pool is None or not large:
-            return await self._infer(model, inputs, **wire)
-        region = pool.take(large)
+        if pool is None:
+            return await self._infer(model, inputs, outputs=outputs, version=version, **wire)
+        large = pool.large_inputs(inputs)
+        key = shape_key(model, version, outputs, inputs)
+        known = pool.known_outputs(key)
+        if not large and known is None:
+            results = await self._infer(model, inputs, outputs=outputs, version=version, **wire)
+            pool.learn(key, results)
+            return results
+        input_bytes = bytes_needed([array.nbytes for array in large.values()])
+        output_sizes = known.large if known is not None else {}
+        needed = bytes_needed([input_bytes, *output_sizes.values()])
+        region = pool.take(needed)
         if region is None:
-            region = pool.make(large)
+            region = pool.make(needed)
             try:
                 await self._register_region(region.name, region.key, region.byte_size)
             except ConveyorError:
@@ -199,17 +223,35 @@ class BaseClient(abc.ABC):
                 # on this client sends everything on the wire.
                 pool.forget(region)
                 self.shared_memory = None
-                return await self._infer(model, inputs, **wire)
+                return await self._infer(model, inputs, outputs=outputs, version=version, **wire)
         try:
             placed = region.place(large)
+            slots = region.reserve(output_sizes, input_bytes)
             rest = {name: array for name, array in inputs.items() if name not in placed}
+            asked = outputs if outputs is not None or known is None else list(known.names)
             try:
-                return await self._infer(model, rest, in_regions=placed, **wire)
+                results = await self._infer(
+                    model,
+                    rest,
+                    outputs=asked,
+                    version=version,
+                    in_regions=placed,
+                    out_regions=slots,
+                    **wire,
+                )
             except Unsupported:
                 self.shared_memory = None  # turned off on the server since
-                return await self._infer(model, inputs, **wire)
+                return await self._infer(model, inputs, outputs=outputs, version=version, **wire)
+            except InvalidInput as exc:
+                if not slots or OUTPUT_TOO_LARGE not in str(exc):
+                    raise
+                # An output outgrew its slot: the model ran, but its answer did not fit.
+                pool.forget_outputs(key)
+                return await self._infer(model, inputs, outputs=outputs, version=version, **wire)
+            pool.learn(key, results)
+            return results
         finally:
-            pool.give_back(region)  # answered: the server has read it
+            pool.give_back(region)  # answered: the server has read it, we have copied out
 
     def _start(self, future: InferFuture, call: Coroutine[Any, Any, Outputs]) -> None:
         # On the client's loop.
@@ -358,11 +400,14 @@ class BaseClient(abc.ABC):
         timeout_us: int | None,
         request_id: str | None,
         in_regions: Mapping[str, InputInRegion] | None = None,
+        out_regions: Mapping[str, OutputSlot] | None = None,
     ) -> Outputs:
         """One inference; ``priority``/``timeout_us`` are already in wire units (0/None: unset).
 
-        ``in_regions``: more inputs, already in registered shared-memory regions. Raise
-        :mod:`conveyor.errors` classes for failures the server reports.
+        ``in_regions``: more inputs, already in registered shared-memory regions.
+        ``out_regions``: outputs (named in ``outputs``) for the server to write into a region;
+        each is read back from its slot into the result. Raise :mod:`conveyor.errors`
+        classes for failures the server reports.
         """
 
     @abc.abstractmethod

@@ -27,7 +27,7 @@ import numpy as np
 from google.protobuf.message import Message
 
 from conveyor.client._base import DEFAULT_CALL_TIMEOUT_S, BaseClient
-from conveyor.client.shared_memory import DEFAULT_THRESHOLD
+from conveyor.client.shared_memory import DEFAULT_THRESHOLD, OutputSlot
 from conveyor.errors import ConveyorError, ErrorKind, InvalidInput, Unavailable, error_for_kind
 from conveyor.futures import InferFuture, Outputs
 from conveyor.protocol.grpc import converters, decoupled, wire
@@ -35,7 +35,7 @@ from conveyor.protocol.grpc._generated import grpc_service_pb2 as pb
 from conveyor.protocol.grpc.methods import METHODS
 from conveyor.protocol.limits import DEFAULT_MAX_MESSAGE_BYTES
 from conveyor.protocol.parameters import wire_priority, wire_timeout
-from conveyor.protocol.shared_memory import InputInRegion
+from conveyor.protocol.shared_memory import REGION, InputInRegion
 
 # The server's status -> the error raised here (the reverse of the server's edge mapping;
 # each ErrorKind is named after the gRPC status it stands for).
@@ -136,14 +136,29 @@ class GRPCClient(BaseClient):
         timeout_us: int | None,
         request_id: str | None,
         in_regions: Mapping[str, InputInRegion] | None = None,
+        out_regions: Mapping[str, OutputSlot] | None = None,
     ) -> Outputs:
         request = self._request(
-            model, inputs, version, outputs, priority, timeout_us, request_id, in_regions
+            model,
+            inputs,
+            version,
+            outputs,
+            priority,
+            timeout_us,
+            request_id,
+            in_regions,
+            out_regions=out_regions,
         )
         # The request's own timeout is also the call's deadline: a server that ignores the
         # parameter still stops waiting (and drops the queued request) when it passes.
         response, raw = await self._unary("ModelInfer", request, self._deadline(timeout_us))
-        return converters.decode_outputs(response, raw)
+        results = converters.decode_outputs(response, raw)
+        if out_regions:
+            for tensor in response.outputs:
+                slot = out_regions.get(tensor.name)
+                if slot is not None and REGION in tensor.parameters:
+                    results[tensor.name] = slot.read(tensor.datatype, tuple(tensor.shape))
+        return results
 
     async def _responses(
         self,
@@ -296,6 +311,7 @@ class GRPCClient(BaseClient):
         request_id: str | None,
         in_regions: Mapping[str, InputInRegion] | None = None,
         *,
+        out_regions: Mapping[str, OutputSlot] | None = None,
         final_flag: bool = False,
     ) -> bytes:
         """The serialized ModelInferRequest (each raw tensor copied once, by the join).
@@ -310,7 +326,11 @@ class GRPCClient(BaseClient):
             for key, value in placed.location.parameters().items():
                 converters.set_parameter(tensor.parameters, key, value)
         for name in outputs or ():
-            request.outputs.add(name=name)
+            output = request.outputs.add(name=name)
+            slot = (out_regions or {}).get(name)
+            if slot is not None:
+                for key, value in slot.location.parameters().items():
+                    converters.set_parameter(output.parameters, key, value)
         if priority:
             converters.set_parameter(request.parameters, "priority", priority)
         if timeout_us is not None:

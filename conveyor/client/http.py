@@ -11,7 +11,7 @@ import numpy as np
 
 from conveyor.client._base import DEFAULT_CALL_TIMEOUT_S, BaseClient
 from conveyor.client.generate import generate_body, generate_outputs, sse_events
-from conveyor.client.shared_memory import DEFAULT_THRESHOLD
+from conveyor.client.shared_memory import DEFAULT_THRESHOLD, OutputSlot
 from conveyor.errors import (
     ConveyorError,
     ErrorKind,
@@ -91,6 +91,7 @@ class HTTPClient(BaseClient):
         timeout_us: int | None,
         request_id: str | None,
         in_regions: Mapping[str, InputInRegion] | None = None,
+        out_regions: Mapping[str, OutputSlot] | None = None,
     ) -> Outputs:
         parameters: dict[str, Any] = {}
         if priority:
@@ -104,6 +105,7 @@ class HTTPClient(BaseClient):
             parameters=parameters,
             binary_data=self._binary_data,
             in_regions=in_regions,
+            out_regions={name: slot.location for name, slot in (out_regions or {}).items()},
         )
         headers = {} if header_length is None else {HEADER_LENGTH_HEADER: str(header_length)}
         status, data, response_headers = await self._request(
@@ -112,7 +114,10 @@ class HTTPClient(BaseClient):
         if status != 200:
             raise _error(status, data)
         length = response_headers.get(HEADER_LENGTH_HEADER)
-        _, results = infer.decode_response(data, int(length) if length is not None else None)
+        header, results = infer.decode_response(data, int(length) if length is not None else None)
+        if out_regions:
+            for name, (datatype, shape) in infer.outputs_in_regions(header).items():
+                results[name] = out_regions[name].read(datatype, shape)
         return results
 
     async def _register_region(self, name: str, key: str, byte_size: int) -> None:

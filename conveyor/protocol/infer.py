@@ -209,11 +209,13 @@ def encode_request(
     parameters: Mapping[str, Any] | None = None,
     binary_data: bool = True,
     in_regions: Mapping[str, shm.InputInRegion] | None = None,
+    out_regions: Mapping[str, shm.Location] | None = None,
 ) -> tuple[bytes, int | None]:
     """A request body from numpy inputs; binary tensors in and out unless told otherwise.
 
     ``in_regions``: more inputs, already in registered shared-memory regions (sent as
-    their location only).
+    their location only). ``out_regions``: requested outputs the server is to write into
+    a region (each must also be named in ``outputs``).
     """
     tensors: list[dict[str, Any]] = []
     buffers: list[binary.Chunk] = []
@@ -243,7 +245,15 @@ def encode_request(
     wire_parameters = dict(parameters or {})
     if outputs is not None:
         request["outputs"] = [
-            {"name": name, "parameters": {"binary_data": binary_data}} for name in outputs
+            {
+                "name": name,
+                "parameters": (
+                    out_regions[name].parameters()
+                    if out_regions and name in out_regions
+                    else {"binary_data": binary_data}
+                ),
+            }
+            for name in outputs
         ]
     elif binary_data:
         wire_parameters["binary_data_output"] = True
@@ -264,7 +274,26 @@ def decode_response(
     header = json_codec.loads(header_bytes, "response body")
     if not isinstance(header, dict):
         raise InvalidInput("the response is not a JSON object")
-    return header, _decode_tensors(header.get("outputs", []), tail, "outputs", "output")
+    outputs = header.get("outputs", [])
+    if isinstance(outputs, list):  # written into the caller's region: no data to decode
+        outputs = [entry for entry in outputs if not _in_region(entry)]
+    return header, _decode_tensors(outputs, tail, "outputs", "output")
+
+
+def outputs_in_regions(header: Mapping[str, Any]) -> dict[str, tuple[str, tuple[int, ...]]]:
+    """Name -> (datatype, shape) of a response's outputs that were written into shared
+    memory (their bytes are in the caller's region, not in the body)."""
+    found: dict[str, tuple[str, tuple[int, ...]]] = {}
+    for entry in header.get("outputs", []) if isinstance(header.get("outputs"), list) else []:
+        if _in_region(entry):
+            name, datatype, _ = json_codec.tensor_fields(entry, "output")
+            found[name] = (datatype, json_codec.parse_shape(entry.get("shape"), repr(name)))
+    return found
+
+
+def _in_region(entry: Any) -> bool:
+    parameters = entry.get("parameters") if isinstance(entry, dict) else None
+    return isinstance(parameters, dict) and shm.REGION in parameters
 
 
 def _kind(value: Any) -> str:

@@ -48,6 +48,30 @@ datatype = "INT32"
 shape = [1, 16]
 """
 
+# An output whose size depends on an input's value, not its shape: COUNT rows of 16 floats.
+ROWS_MODEL = """
+import numpy as np
+
+class Model:
+    def infer(self, inputs):
+        count = int(inputs["COUNT"].reshape(-1)[0])
+        return {"ROWS": np.full((count, 16), float(count), np.float32)}
+"""
+
+ROWS_CONFIG = """
+backend = "python"
+
+[[inputs]]
+name = "COUNT"
+datatype = "INT32"
+shape = [1]
+
+[[outputs]]
+name = "ROWS"
+datatype = "FP32"
+shape = [-1, 16]
+"""
+
 _serial = itertools.count()
 
 
@@ -58,6 +82,7 @@ def shm_repository(root: Path) -> Path:
     builder.tiny("tiny")
     builder.sleep_model("gate", instances=1)
     builder.python("simple", SIMPLE_MODEL, SIMPLE_CONFIG)
+    builder.python("rows", ROWS_MODEL, ROWS_CONFIG)
     return root
 
 
