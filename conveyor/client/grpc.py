@@ -35,7 +35,7 @@ from conveyor.protocol.grpc._generated import grpc_service_pb2 as pb
 from conveyor.protocol.grpc.methods import METHODS
 from conveyor.protocol.limits import DEFAULT_MAX_MESSAGE_BYTES
 from conveyor.protocol.parameters import wire_priority, wire_timeout
-from conveyor.protocol.shared_memory import REGION, InputInRegion
+from conveyor.protocol.shared_memory import InputInRegion
 
 # The server's status -> the error raised here (the reverse of the server's edge mapping;
 # each ErrorKind is named after the gRPC status it stands for).
@@ -152,12 +152,12 @@ class GRPCClient(BaseClient):
         # The request's own timeout is also the call's deadline: a server that ignores the
         # parameter still stops waiting (and drops the queued request) when it passes.
         response, raw = await self._unary("ModelInfer", request, self._deadline(timeout_us))
-        results = converters.decode_outputs(response, raw)
-        if out_regions:
-            for tensor in response.outputs:
-                slot = out_regions.get(tensor.name)
-                if slot is not None and REGION in tensor.parameters:
-                    results[tensor.name] = slot.read(tensor.datatype, tuple(tensor.shape))
+        slots = out_regions or {}
+        results = converters.decode_outputs(response, raw, slots)
+        for tensor in response.outputs:
+            slot = slots.get(tensor.name)
+            if slot is not None:
+                results[tensor.name] = slot.read(tensor.datatype, tuple(tensor.shape))
         return results
 
     async def _responses(

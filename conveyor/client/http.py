@@ -114,10 +114,12 @@ class HTTPClient(BaseClient):
         if status != 200:
             raise _error(status, data)
         length = response_headers.get(HEADER_LENGTH_HEADER)
-        header, results = infer.decode_response(data, int(length) if length is not None else None)
-        if out_regions:
-            for name, (datatype, shape) in infer.outputs_in_regions(header).items():
-                results[name] = out_regions[name].read(datatype, shape)
+        slots = out_regions or {}
+        header, results = infer.decode_response(
+            data, int(length) if length is not None else None, slots
+        )
+        for name, (datatype, shape) in infer.outputs_in_regions(header, slots).items():
+            results[name] = slots[name].read(datatype, shape)
         return results
 
     async def _register_region(self, name: str, key: str, byte_size: int) -> None:

@@ -14,7 +14,7 @@ wins; otherwise the request's ``binary_data_output`` (default false) decides.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -180,10 +180,11 @@ def encode_response_parts(
     for name, array in results.items():
         datatype = datatype_of(array.dtype)
         entry: dict[str, Any] = {"name": name, "datatype": datatype, "shape": array.shape}
-        located = in_regions.get(name)
-        if located is not None:
-            # Written into the region by the data plane: answered with where, not what.
-            entry["parameters"] = located.parameters()
+        if name in in_regions:
+            # Written into the region by the data plane: answered with name, datatype and
+            # shape only, as Triton does (its C++ client reads any output 'parameters' as
+            # binary data and fails without 'binary_data_size').
+            pass
         elif request.wants_binary(name):
             chunk = binary.tensor_bytes(array, datatype)
             entry["parameters"] = {"binary_data_size": len(chunk)}
@@ -267,33 +268,38 @@ def encode_request(
 
 
 def decode_response(
-    body: binary.BytesLike, header_length: int | None
+    body: binary.BytesLike, header_length: int | None, in_regions: Collection[str] = ()
 ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """The response's JSON header and its outputs as arrays (binary ones are views of body)."""
+    """The response's JSON header and its outputs as arrays (binary ones are views of body).
+
+    ``in_regions``: outputs the request asked to have written into shared memory; they come
+    without data and are left out (see :func:`outputs_in_regions`)."""
     header_bytes, tail = binary.split(body, header_length)
     header = json_codec.loads(header_bytes, "response body")
     if not isinstance(header, dict):
         raise InvalidInput("the response is not a JSON object")
     outputs = header.get("outputs", [])
-    if isinstance(outputs, list):  # written into the caller's region: no data to decode
-        outputs = [entry for entry in outputs if not _in_region(entry)]
+    if in_regions and isinstance(outputs, list):
+        outputs = [entry for entry in outputs if _name(entry) not in in_regions]
     return header, _decode_tensors(outputs, tail, "outputs", "output")
 
 
-def outputs_in_regions(header: Mapping[str, Any]) -> dict[str, tuple[str, tuple[int, ...]]]:
-    """Name -> (datatype, shape) of a response's outputs that were written into shared
-    memory (their bytes are in the caller's region, not in the body)."""
+def outputs_in_regions(
+    header: Mapping[str, Any], in_regions: Collection[str]
+) -> dict[str, tuple[str, tuple[int, ...]]]:
+    """Name -> (datatype, shape) of the response's outputs among ``in_regions`` (their bytes
+    are in the caller's region, not in the body)."""
     found: dict[str, tuple[str, tuple[int, ...]]] = {}
-    for entry in header.get("outputs", []) if isinstance(header.get("outputs"), list) else []:
-        if _in_region(entry):
+    outputs = header.get("outputs")
+    for entry in outputs if isinstance(outputs, list) else []:
+        if _name(entry) in in_regions:
             name, datatype, _ = json_codec.tensor_fields(entry, "output")
             found[name] = (datatype, json_codec.parse_shape(entry.get("shape"), repr(name)))
     return found
 
 
-def _in_region(entry: Any) -> bool:
-    parameters = entry.get("parameters") if isinstance(entry, dict) else None
-    return isinstance(parameters, dict) and shm.REGION in parameters
+def _name(entry: Any) -> Any:
+    return entry.get("name") if isinstance(entry, dict) else None
 
 
 def _kind(value: Any) -> str:

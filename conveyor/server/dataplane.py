@@ -204,8 +204,19 @@ class DataPlane:
         """Triton's status entries: every region (``name`` None or empty), or one."""
         return self._regions().status(name or None)
 
-    def cuda_shared_memory(self) -> None:
-        """Every CUDA shared-memory call: this server has no GPU."""
+    def cuda_shared_memory_status(self, name: str | None) -> list[dict[str, Any]]:
+        """No CUDA region is ever registered here: the list of all is empty; one named
+        region cannot exist (this server has no GPU)."""
+        if name:
+            raise Unsupported(NO_CUDA)
+        return []
+
+    def unregister_cuda_shared_memory(self, name: str | None) -> None:
+        """Nothing to release: no CUDA region is ever registered here. Answering OK lets
+        clients that clean up both kinds at the end (perf_analyzer does) finish cleanly."""
+
+    def register_cuda_shared_memory(self) -> None:
+        """Refused: this server has no GPU."""
         raise Unsupported(NO_CUDA)
 
     def close(self) -> None:

@@ -15,7 +15,7 @@ Outputs always go out raw, because tritonclient's ``as_numpy()`` reads only
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -323,27 +323,18 @@ def response_parts(
 ) -> tuple[pb.ModelInferResponse, list[Any]]:
     """The response without its raw contents, and each output's wire bytes, in order.
 
-    Outputs written into shared memory (``in_regions``) carry its parameters and no bytes,
-    and come after every other output: tritonclient's ``as_numpy`` pairs the i-th output
-    with the i-th raw_output_contents buffer, so the outputs with a buffer go first.
+    Outputs written into shared memory (``in_regions``) are answered as Triton does: with
+    name, datatype and shape, and an empty raw_output_contents entry, so the i-th output
+    still pairs with the i-th buffer.
     """
     response = pb.ModelInferResponse(model_name=model, model_version=version, id=request_id)
     add_output = response.outputs.add
-    buffers = []
+    buffers: list[Any] = []
     for name, array in outputs.items():
-        if in_regions and name in in_regions:
-            continue
         datatype = datatype_of(array.dtype)
         add_output(name=name, datatype=datatype, shape=array.shape)
-        buffers.append(binary.tensor_bytes(array, datatype))
-    if in_regions:
-        for name, located in in_regions.items():
-            written = outputs.get(name)
-            if written is None:
-                continue
-            tensor = add_output(name=name, datatype=datatype_of(written.dtype), shape=written.shape)
-            for key, value in located.parameters().items():
-                set_parameter(tensor.parameters, key, value)
+        in_region = in_regions is not None and name in in_regions
+        buffers.append(b"" if in_region else binary.tensor_bytes(array, datatype))
     return response, buffers
 
 
@@ -398,16 +389,21 @@ def set_parameter(parameters: Any, key: str, value: bool | int | float | str) ->
 
 
 def decode_outputs(
-    response: pb.ModelInferResponse, raw: Sequence[bytes | memoryview] | None = None
+    response: pb.ModelInferResponse,
+    raw: Sequence[bytes | memoryview] | None = None,
+    in_regions: Collection[str] = (),
 ) -> dict[str, np.ndarray]:
-    """A response's outputs as arrays (raw contents; typed contents as a fallback)."""
+    """A response's outputs as arrays (raw contents; typed contents as a fallback).
+
+    ``in_regions``: outputs the request asked to have written into shared memory; their
+    bytes are in the caller's region, and they are left out here."""
     if raw is None:
         raw = response.raw_output_contents
     outputs: dict[str, np.ndarray] = {}
     for index, tensor in enumerate(response.outputs):
         shape = tuple(tensor.shape)
-        if shm.REGION in tensor.parameters:
-            continue  # written into the caller's shared-memory region, not sent
+        if tensor.name in in_regions:
+            continue
         if index < len(raw):
             where = f"output {tensor.name!r} (raw_output_contents[{index}])"
             outputs[tensor.name] = raw_tensor(raw[index], tensor.datatype, shape, where)
