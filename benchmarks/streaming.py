@@ -16,7 +16,7 @@ bidirectional call per stream, raw ``grpc.aio`` with Conveyor's message classes)
 HTTP ``generate_stream`` (Server-Sent Events, aiohttp), and in-process (``engine.stream``
 with ``async for``, in a child process on core 0: the ceiling with no transport). Reported:
 requests and responses per second, and the time from sending a request to its first
-response (p50, p99). Writes benchmarks/results/streaming.{json,md,png}.
+response (p50, p99). Writes streaming.{json,md,png} into benchmarks/results/ (``--out``).
 
 Internal: ``--inprocess REPOSITORY`` runs the in-process part and prints its JSON.
 """
@@ -349,10 +349,15 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--concurrency", type=lambda text: [int(c) for c in text.split(",")], default=[1, 16, 64]
     )
+    parser.add_argument(
+        "--out", type=Path, default=RESULTS, help="where the JSON, table and plot go"
+    )
     parser.add_argument("--inprocess", metavar="REPOSITORY", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.short:
-        args.duration, args.warmup, args.concurrency = 0.5, 0.2, [1, 16]
+        args.duration, args.warmup = 0.5, 0.2
+        if args.concurrency == [1, 16, 64]:
+            args.concurrency = [1, 16]
     return args
 
 
@@ -362,7 +367,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(json.dumps(inprocess(args.inprocess, args)))
         return
     server_cpus, load_cpus = pin_plan()
-    RESULTS.mkdir(parents=True, exist_ok=True)
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         repository = build_repository(Path(tmp))
         served = common.serve(server_cpus, repository=str(repository))
@@ -371,11 +377,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         results += run_inprocess(repository, args, server_cpus)
     text = table(results, args.responses)
     note = f"{common.machine_line()}; {args.duration} s per point, {common.today()}"
-    (RESULTS / "streaming.json").write_text(
-        json.dumps({"machine": note, "results": results}, indent=1)
-    )
-    (RESULTS / "streaming.md").write_text(f"{text}\n\n{note}\n")
-    plot(results, RESULTS / "streaming.png")
+    (out / "streaming.json").write_text(json.dumps({"machine": note, "results": results}, indent=1))
+    (out / "streaming.md").write_text(f"{text}\n\n{note}\n")
+    plot(results, out / "streaming.png")
     print(text)
     print(note)
 
