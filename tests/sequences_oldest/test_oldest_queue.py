@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from conveyor.backends.base import SequenceInfo
 from conveyor.engine.request import Request
 from conveyor.engine.sequences import SequenceQueue
+from conveyor.errors import QueueFull
 from conveyor.futures import InferFuture
 from conveyor.repository.sequences import OldestStrategy, SequenceBatching
 
@@ -122,3 +125,19 @@ def test_candidate_slots_default_to_max_batch_size() -> None:
     assert SequenceBatching(oldest=OldestStrategy()).slots_per_instance(8) == 8
     assert SequenceBatching(oldest=OldestStrategy(16)).slots_per_instance(8) == 16
     assert SequenceBatching().slots_per_instance(0) == 1
+
+
+def test_sequences_past_the_candidates_wait_then_are_refused() -> None:
+    """The candidate slots are the limit on running sequences; past them new sequences wait
+    in the backlog (max_queued_sequences, 4 here), then are refused."""
+    q = oldest_queue(Clock(), candidates=2, max_batch=1)
+    for n in range(6):
+        q.put(request(n, f"s{n}", n / 10, start=True))
+    with pytest.raises(QueueFull, match="all 2 sequence slots"):
+        q.put(request(6, "s6", 0.6, start=True))
+    assert tags(q.take()) == ["s0"]
+    assert tags(q.take()) == ["s1"]
+    q.put(request(0, "s0-end", 0.7, end=True))
+    assert tags(q.take()) == ["s0-end"]
+    # The ended sequence gave its slot to the oldest waiting one.
+    assert tags(q.take()) == ["s2"]
