@@ -74,7 +74,9 @@ shape = [1]
 @pytest.fixture(scope="module")
 def model_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("asgi-stream")
-    RepoBuilder(root).python("paced", PACED, PACED_CONFIG)
+    builder = RepoBuilder(root)
+    builder.python("paced", PACED, PACED_CONFIG)
+    builder.python("endless", ENDLESS, PACED_CONFIG)
     return root / "paced" / "1"
 
 
@@ -155,3 +157,42 @@ def test_an_unknown_model_is_a_json_404_before_any_event(base_url: str) -> None:
     status, body = asyncio.run(post())
     assert status == 404
     assert "nope" in body["error"]
+
+
+ENDLESS = """
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).parent
+
+
+class Model:
+    def infer(self, inputs):
+        try:
+            for index in range(1000):  # 10 s at most: a stream nobody stops still ends
+                yield {"TEXT": np.array([f"token-{index}".encode()], dtype=object)}
+                time.sleep(0.01)
+        finally:
+            (HERE / "closed").write_text(str(index))  # GeneratorExit, or the natural end
+"""
+
+
+def test_a_client_that_disconnects_stops_the_model(base_url: str, model_folder: Path) -> None:
+    """uvicorn drops what is sent after the client left, rather than raising: the app
+    watches for the client's http.disconnect and closes the stream, and so the model."""
+    endless = model_folder.parent.parent / "endless" / "1"
+    (endless / "closed").unlink(missing_ok=True)
+
+    async def read_one_and_leave() -> None:
+        import aiohttp
+
+        async with aiohttp.ClientSession() as session:
+            url = f"{base_url}/v2/models/endless/generate_stream"
+            async with session.post(url, json={"COUNT": 1}) as response:
+                assert (await response.content.readline()).startswith(b"data: ")
+
+    asyncio.run(asyncio.wait_for(read_one_and_leave(), 30))
+    wait_until(lambda: (endless / "closed").exists(), timeout=5, what="the model to be stopped")
+    assert int((endless / "closed").read_text()) < 500  # stopped early, not at its end
