@@ -93,9 +93,10 @@ class ModelVersion:
                 config.name,
                 config.sequence_batching,
                 lanes=count,
-                slots=max(1, config.max_batch_size),
+                slots=config.sequence_batching.slots_per_instance(config.max_batch_size),
                 capacity=config.max_queue_size,
                 batched=config.batching,
+                max_batch=max(1, config.max_batch_size),
                 on_expired=self._record_expired,
             )
         else:

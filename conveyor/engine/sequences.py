@@ -12,6 +12,10 @@ model's :class:`RequestQueue` (same ``put``/``take``/``close`` shape) and does t
 - a lane's execution takes at most one request per slot (the oldest of that sequence), so
   requests of different sequences share an execution but one sequence never has two
   requests in flight, and the lane's single thread keeps them in order;
+- with the ``oldest`` strategy a lane holds ``max_candidate_sequences`` slots, more than one
+  execution takes: an execution takes the sequences whose waiting request is oldest, up to
+  ``max_batch_size`` of them, and waits up to ``max_queue_delay_us`` (from the oldest) for
+  a fuller batch, trimming to a preferred batch size as dynamic batching does;
 - a sequence with no request for ``max_sequence_idle_us`` loses its slot; its next request
   is told so (a bounded memory of released ids), not mistaken for one never started;
 - implicit state: each request is given its sequence's state inputs as it is taken (zeros
@@ -74,6 +78,7 @@ class SequenceQueue:
         slots: int,
         capacity: int,
         batched: bool = False,
+        max_batch: int | None = None,
         on_expired: Callable[[Request], None] = lambda request: None,
         clock: Clock = time.monotonic,
     ) -> None:
@@ -91,6 +96,11 @@ class SequenceQueue:
         self._running: list[list[_Sequence]] = [[] for _ in range(lanes)]
         self._owners: dict[Request, _Sequence] = {}  # taken requests of stateful models
         self._batched = batched
+        # An execution's rows: every slot under direct, max_batch_size under oldest.
+        self._max_batch = slots if max_batch is None else max_batch
+        oldest = batching.oldest
+        self._delay_s = oldest.max_queue_delay_us / 1e6 if oldest else 0.0
+        self._preferred = oldest.preferred_batch_sizes if oldest else ()
         self._queued = 0
         self._claimed = 0
         self._local = threading.local()
@@ -182,15 +192,18 @@ class SequenceQueue:
     # -- taking (instance threads) ----------------------------------------------------------
 
     def take(self, policy: BatchPolicy | None = None) -> list[Request] | None:
-        """The next execution for this thread's lane: at most one request per slot, marked
-        running; None once closed and this lane has nothing left. ``policy`` is unused."""
+        """The next execution for this thread's lane: at most one request per sequence,
+        marked running; None once closed and this lane has nothing left. ``policy`` is
+        unused (the strategy's own batching applies)."""
         lane = self._lane()
         with self._cond:
             self._finished(lane)
             while True:
                 now = self.clock()
                 self._release_idle(now)
-                batch = self._gather(lane)
+                ready = self._ready(lane)
+                delay = self._fuller_batch_wait(ready, now)
+                batch = self._gather(lane, ready) if delay is None else []
                 started = [request for request in batch if self._start(request, now)]
                 if started:
                     return started
@@ -198,9 +211,10 @@ class SequenceQueue:
                     # All cancelled or expired: their sequences may hold more requests.
                     self._finished(lane)
                     continue
-                if self._closed:
+                if self._closed and not ready:
                     return None
-                self._cond.wait(self._idle_wait(now))
+                waits = [w for w in (delay, self._idle_wait(now)) if w is not None]
+                self._cond.wait(min(waits) if waits else None)
 
     def _lane(self) -> int:
         lane: int | None = getattr(self._local, "lane", None)
@@ -211,18 +225,42 @@ class SequenceQueue:
             self._local.lane = lane
         return lane
 
-    def _gather(self, lane: int) -> list[Request]:
+    def _ready(self, lane: int) -> list[_Sequence]:
+        """The lane's sequences with a request that may run now: in slot order (direct), or
+        oldest waiting request first (oldest). Every row of one execution has one shape, so
+        only those of the first one's shape, and at most an execution's worth."""
+        ready = [
+            sequence
+            for slot in self._lanes[lane]
+            if (sequence := slot.sequence) is not None and sequence.pending and not sequence.running
+        ]
+        if self._batching.oldest is not None:
+            ready.sort(key=lambda sequence: sequence.pending[0].enqueued)
+        if not ready:
+            return ready
+        key = ready[0].pending[0].batch_key
+        return [s for s in ready if s.pending[0].batch_key == key][: self._max_batch]
+
+    def _fuller_batch_wait(self, ready: list[_Sequence], now: float) -> float | None:
+        """Seconds to wait for more sequences' requests before this batch runs (the oldest
+        strategy's max_queue_delay_us), or None: run it now."""
+        if not ready or not self._delay_s or self._closed:
+            return None
+        target = self._max_batch
+        if self._preferred:
+            target = min(target, self._preferred[-1])
+        if len(ready) >= target:
+            return None
+        left = ready[0].pending[0].enqueued + self._delay_s - now
+        return left if left > 0 else None
+
+    def _gather(self, lane: int, ready: list[_Sequence]) -> list[Request]:
+        fitting = [size for size in self._preferred if size <= len(ready)]
+        if fitting:  # trim to the largest preferred size the batch fills
+            ready = ready[: fitting[-1]]
         batch: list[Request] = []
-        key: tuple[object, ...] | None = None
-        for slot in self._lanes[lane]:
-            sequence = slot.sequence
-            if sequence is None or not sequence.pending or sequence.running:
-                continue
-            head = sequence.pending[0]
-            if key is not None and head.batch_key != key:
-                continue  # another shape: next execution
-            key = head.batch_key
-            sequence.pending.popleft()
+        for sequence in ready:
+            head = sequence.pending.popleft()
             if self._batching.states:
                 self._give_states(head, sequence)
             sequence.running += 1

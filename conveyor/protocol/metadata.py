@@ -236,8 +236,16 @@ def sequence_batching_json(batching: SequenceBatching) -> dict[str, Any]:
                 convert(control.true_value),
             ]
         controls.append({"name": control.name, "control": [entry]})
-    return {
+    result: dict[str, Any] = {
         "max_sequence_idle_microseconds": batching.max_sequence_idle_us,
         "control_input": controls,
         "direct": {},
     }
+    if batching.oldest is not None:
+        del result["direct"]
+        result["oldest"] = {
+            "max_candidate_sequences": batching.oldest.max_candidate_sequences,
+            "preferred_batch_size": list(batching.oldest.preferred_batch_sizes),
+            "max_queue_delay_microseconds": batching.oldest.max_queue_delay_us,
+        }
+    return result

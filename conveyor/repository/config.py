@@ -260,7 +260,7 @@ def parse_config(name: str, raw: Mapping[str, Any], *, backend: str | None = Non
     if "sequence_batching" in raw:
         if batching is not None:
             raise fail("use dynamic_batching or sequence_batching, not both")
-        sequence_batching = parse_sequence_batching(raw["sequence_batching"], fail)
+        sequence_batching = parse_sequence_batching(raw["sequence_batching"], fail, max_batch_size)
 
     options = raw.get(chosen_backend, {})
     if not isinstance(options, dict):

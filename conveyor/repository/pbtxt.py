@@ -174,7 +174,7 @@ class _Reader:
             )
             config = dataclasses.replace(config, dynamic_batching=batching)
         if m.HasField("sequence_batching"):
-            sequences = read_sequence_batching(m.sequence_batching, self.fail, self.warnings)
+            sequences = read_sequence_batching(m.sequence_batching, self.fail, m.max_batch_size)
             config = dataclasses.replace(config, sequence_batching=sequences)
         config = self.tensor_extras(m, config)
         config = dataclasses.replace(config, warmup=self.warmup(m, config))

@@ -1,9 +1,10 @@
 """config.pbtxt's ``sequence_batching`` read into :class:`SequenceBatching`.
 
 Honoured: ``max_sequence_idle_microseconds``, ``control_input`` (START, END, READY, CORRID
-with their false/true values and data types), ``direct``. ``oldest`` is accepted and runs
-as direct does (requests of different sequences on one instance still share executions),
-with a warning. Implicit ``state`` is kept by the server (zeros to start with). Refused:
+with their false/true values and data types), ``direct``, and ``oldest`` with its
+``max_candidate_sequences``, ``preferred_batch_size`` and ``max_queue_delay_microseconds``
+(``preserve_ordering`` holds anyway: each request gets its own answer). Implicit ``state``
+is kept by the server (zeros to start with). Refused:
 ``iterative_sequence``, and an ``initial_state`` from a file, which would change what the
 model answers.
 """
@@ -19,9 +20,11 @@ from conveyor.repository.sequences import (
     DEFAULT_IDLE_US,
     FLAG_DATATYPES,
     ControlKind,
+    OldestStrategy,
     SequenceBatching,
     SequenceControl,
     SequenceState,
+    preferred_size_problem,
     state_spec,
 )
 
@@ -36,16 +39,14 @@ Fail = Callable[[str, str], RepositoryError]
 
 
 def read_sequence_batching(
-    batching: pb.ModelSequenceBatching, fail: Fail, warnings: list[str]
+    batching: pb.ModelSequenceBatching, fail: Fail, max_batch_size: int
 ) -> SequenceBatching:
     where = "sequence_batching"
     if batching.iterative_sequence:
         raise fail(f"{where}.iterative_sequence", "not supported")
+    oldest = None
     if batching.HasField("oldest"):
-        warnings.append(
-            f"{where}.oldest runs as the direct strategy in Conveyor (each sequence keeps one "
-            "instance; requests of different sequences on it still share executions)"
-        )
+        oldest = _oldest(batching.oldest, max_batch_size, f"{where}.oldest", fail)
     controls = []
     for i, control_input in enumerate(batching.control_input):
         for j, control in enumerate(control_input.control):
@@ -58,7 +59,31 @@ def read_sequence_batching(
         _state(state, f"{where}.state[{i}]", fail) for i, state in enumerate(batching.state)
     )
     idle = batching.max_sequence_idle_microseconds or DEFAULT_IDLE_US
-    return SequenceBatching(max_sequence_idle_us=idle, controls=tuple(controls), states=states)
+    return SequenceBatching(
+        max_sequence_idle_us=idle, controls=tuple(controls), states=states, oldest=oldest
+    )
+
+
+def _oldest(
+    strategy: pb.ModelSequenceBatching.StrategyOldest, max_batch_size: int, where: str, fail: Fail
+) -> OldestStrategy:
+    for field, values in (
+        ("max_candidate_sequences", [strategy.max_candidate_sequences]),
+        ("preferred_batch_size", list(strategy.preferred_batch_size)),
+    ):
+        if any(value < 0 for value in values):
+            raise fail(f"{where}.{field}", f"must not be negative, got {min(values)}")
+    if any(size == 0 for size in strategy.preferred_batch_size):
+        raise fail(f"{where}.preferred_batch_size", "sizes must be >= 1")
+    oldest = OldestStrategy(
+        max_candidate_sequences=strategy.max_candidate_sequences,
+        preferred_batch_sizes=tuple(sorted(strategy.preferred_batch_size)),
+        max_queue_delay_us=strategy.max_queue_delay_microseconds,
+    )
+    problem = preferred_size_problem(oldest, max_batch_size)
+    if problem:
+        raise fail(f"{where}.preferred_batch_size", problem)
+    return oldest
 
 
 def _state(state: pb.ModelSequenceBatching.State, where: str, fail: Fail) -> SequenceState:

@@ -10,6 +10,10 @@ config.toml::
     end = "END"
     ready = "READY"
     corrid = { name = "CORRID", datatype = "BYTES" }   # the sequence id (default UINT64)
+    [sequence_batching.oldest]       # the oldest strategy (absent: direct)
+    max_candidate_sequences = 16     # sequence slots per instance (default max_batch_size)
+    preferred_batch_sizes = [4]      # like dynamic_batching's, over the candidates' requests
+    max_queue_delay_us = 100         # wait this long (from the oldest request) for more
     [[sequence_batching.states]]     # implicit state, kept by the server per sequence
     input = "STATE_IN"               # given to the model: zeros on a sequence's start, then
     output = "STATE_OUT"             # what the model gave as this output the request before
@@ -73,6 +77,18 @@ class SequenceState:
 
 
 @dataclasses.dataclass(frozen=True)
+class OldestStrategy:
+    """Triton's ``oldest`` strategy: each instance holds ``max_candidate_sequences``
+    sequences, and an execution takes the oldest waiting request of up to
+    ``max_batch_size`` of them, batched as ``dynamic_batching`` would (preferred sizes, a
+    bounded wait for a fuller batch). ``max_candidate_sequences`` 0: ``max_batch_size``."""
+
+    max_candidate_sequences: int = 0
+    preferred_batch_sizes: tuple[int, ...] = ()
+    max_queue_delay_us: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
 class SequenceBatching:
     max_sequence_idle_us: int = DEFAULT_IDLE_US
     # Sequences waiting for a free slot (every slot held by a running sequence); past it a
@@ -80,6 +96,14 @@ class SequenceBatching:
     max_queued_sequences: int = 64
     controls: tuple[SequenceControl, ...] = ()
     states: tuple[SequenceState, ...] = ()
+    oldest: OldestStrategy | None = None  # None: the direct strategy
+
+    def slots_per_instance(self, max_batch_size: int) -> int:
+        """Sequence slots on each instance: max_candidate_sequences for oldest (when set),
+        else max_batch_size (one for a model that does not batch), as Triton has it."""
+        if self.oldest is not None and self.oldest.max_candidate_sequences > 0:
+            return self.oldest.max_candidate_sequences
+        return max(1, max_batch_size)
 
     def control(self, kind: ControlKind) -> SequenceControl | None:
         return next((c for c in self.controls if c.kind is kind), None)
@@ -91,11 +115,14 @@ class SequenceBatching:
         return None if corrid is None else corrid.datatype == "BYTES"
 
 
-_KEYS = {"max_sequence_idle_us", "max_queued_sequences", "controls", "states"}
+_KEYS = {"max_sequence_idle_us", "max_queued_sequences", "controls", "states", "oldest"}
+_OLDEST_KEYS = {"max_candidate_sequences", "preferred_batch_sizes", "max_queue_delay_us"}
 _STATE_KEYS = {"input", "output", "datatype", "shape"}
 
 
-def parse_sequence_batching(raw: Any, fail: Callable[[str], RepositoryError]) -> SequenceBatching:
+def parse_sequence_batching(
+    raw: Any, fail: Callable[[str], RepositoryError], max_batch_size: int
+) -> SequenceBatching:
     """``[sequence_batching]`` of config.toml; ``fail(message)`` makes the error to raise."""
     if not isinstance(raw, Mapping):
         raise fail("sequence_batching must be a table ([sequence_batching])")
@@ -145,7 +172,54 @@ def parse_sequence_batching(raw: Any, fail: Callable[[str], RepositoryError]) ->
                 entry["input"], entry["output"], entry["datatype"], entry["shape"], where, fail
             )
         )
-    return SequenceBatching(idle, queued, tuple(controls), tuple(states))
+    oldest = None
+    if "oldest" in raw:
+        oldest = _parse_oldest(raw["oldest"], fail)
+        problem = preferred_size_problem(oldest, max_batch_size)
+        if problem:
+            raise fail(f"sequence_batching.oldest.preferred_batch_sizes: {problem}")
+    return SequenceBatching(idle, queued, tuple(controls), tuple(states), oldest)
+
+
+def _parse_oldest(raw: Any, fail: Callable[[str], RepositoryError]) -> OldestStrategy:
+    where = "sequence_batching.oldest"
+    if not isinstance(raw, Mapping):
+        raise fail(f"{where} must be a table ([{where}])")
+    bad = set(raw) - _OLDEST_KEYS
+    if bad:
+        raise fail(
+            f"unknown key {sorted(bad)[0]!r} in [{where}]; known keys are "
+            f"{', '.join(sorted(_OLDEST_KEYS))}"
+        )
+
+    def integer(key: str, value: Any, minimum: int) -> int:
+        if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+            raise fail(f"{where}.{key} must be an integer >= {minimum}, got {value!r}")
+        return value
+
+    preferred = raw.get("preferred_batch_sizes", [])
+    if not isinstance(preferred, list):
+        raise fail(f"{where}.preferred_batch_sizes must be a list of integers >= 1")
+    return OldestStrategy(
+        max_candidate_sequences=integer(
+            "max_candidate_sequences", raw.get("max_candidate_sequences", 0), 0
+        ),
+        preferred_batch_sizes=tuple(
+            sorted(integer("preferred_batch_sizes[]", size, 1) for size in preferred)
+        ),
+        max_queue_delay_us=integer("max_queue_delay_us", raw.get("max_queue_delay_us", 0), 0),
+    )
+
+
+def preferred_size_problem(oldest: OldestStrategy, max_batch_size: int) -> str | None:
+    """What is wrong with the preferred batch sizes, if one is past what an execution holds."""
+    limit = max(1, max_batch_size)
+    if oldest.preferred_batch_sizes and oldest.preferred_batch_sizes[-1] > limit:
+        return (
+            f"preferred batch size {oldest.preferred_batch_sizes[-1]} exceeds max_batch_size "
+            f"{max_batch_size}"
+        )
+    return None
 
 
 def state_spec(

@@ -74,10 +74,13 @@ def read(tmp_path: Path, sequence_batching: str) -> Any:
     return read_pbtxt(path, "m", backend="python", no_backend=lambda: RepositoryError("none"))
 
 
-def test_config_pbtxt_oldest_is_warned_and_runs_as_direct(tmp_path: Path) -> None:
+def test_config_pbtxt_oldest_is_read_without_a_warning(tmp_path: Path) -> None:
+    """oldest is a strategy of its own now (tests/sequences_oldest has its behaviour)."""
     read_config = read(tmp_path, "oldest { max_candidate_sequences: 4 }")
-    assert read_config.config.sequence_batching is not None
-    assert any("oldest" in warning for warning in read_config.warnings)
+    batching = read_config.config.sequence_batching
+    assert batching is not None and batching.oldest is not None
+    assert batching.oldest.max_candidate_sequences == 4
+    assert not any("oldest" in warning for warning in read_config.warnings)
 
 
 @pytest.mark.parametrize(

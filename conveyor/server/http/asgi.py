@@ -12,6 +12,7 @@ server's own limits (read timeouts, backlog, keep-alive) apply, not Conveyor's.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from conveyor.errors import Unauthenticated
@@ -77,7 +78,7 @@ class ASGIApp:
                     raise
             reply = await self.routes.handle(scope["method"], path, read_body, header_length)
             if isinstance(reply, StreamingReply):
-                await _send_streaming(reply, send)
+                await _send_streaming(reply, send, receive)
                 return
             status, body, headers = reply
         except ClientGone:
@@ -103,17 +104,37 @@ class ASGIApp:
         await send({"type": "http.response.body", "body": body})
 
 
-async def _send_streaming(reply: StreamingReply, send: Any) -> None:
-    """A body written as it is produced; the ASGI server chunks it."""
-    try:
+async def _send_streaming(reply: StreamingReply, send: Any, receive: Any) -> None:
+    """A body written as it is produced; the ASGI server chunks it.
+
+    Hosts do not all raise from ``send`` once the client is gone (uvicorn drops the
+    message), so the client's ``http.disconnect`` is awaited beside the writing: it stops
+    the stream, and so the model, as ``conveyor serve`` does."""
+
+    async def write() -> None:
         await send(
             {"type": "http.response.start", "status": reply.status, "headers": reply.headers}
         )
         async for chunk in reply.chunks:
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
         await send({"type": "http.response.body", "body": b""})
+
+    async def client_gone() -> None:
+        # The request body was read whole before the reply, so what comes now is the end.
+        while (await receive())["type"] != "http.disconnect":
+            pass
+
+    writing = asyncio.ensure_future(write())
+    watching = asyncio.ensure_future(client_gone())
+    try:
+        await asyncio.wait((writing, watching), return_when=asyncio.FIRST_COMPLETED)
     finally:
+        for task in (writing, watching):
+            task.cancel()
+        await asyncio.gather(writing, watching, return_exceptions=True)
         reply.close()
+    if not writing.cancelled():
+        writing.result()  # the writer's own error, if it had one
 
 
 class _BodyState:

@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import dataclasses
 import logging
 import ssl
 import time
@@ -78,6 +79,37 @@ _ALIGN = 64  # the first tensor of a directly read body starts at this alignment
 _MAX_PIPELINED = 4
 # A streamed reply stops when this much of it waits unsent (a client that stopped reading).
 _STREAM_BACKLOG = 1024 * 1024
+
+
+@dataclasses.dataclass(frozen=True)
+class _Framing:
+    """How a body written as it is produced is delimited on the wire."""
+
+    end_of_head: bytes  # the head's last header line and its blank line
+    frame: Callable[[bytes], bytes]  # one chunk as written
+    last_chunk: bytes  # written after the last chunk (empty: the close ends the body)
+    # A client reading slower than the chunks come: True, it is cut off (the stream ends);
+    # False, the writer waits for the socket to drain (a slow client slows the model).
+    cuts_slow_clients: bool
+    ends_on_shutdown: bool  # the server's stop ends it rather than waiting for its end
+
+
+# generate_stream: chunked transfer encoding; the connection stays open for more requests.
+_CHUNKED = _Framing(
+    b"transfer-encoding: chunked\r\n\r\n",
+    lambda chunk: b"%x\r\n%s\r\n" % (len(chunk), chunk),
+    b"0\r\n\r\n",
+    cuts_slow_clients=False,
+    ends_on_shutdown=False,
+)
+# Dashboard events: no length, no chunking; the body ends when the connection closes.
+_UNTIL_CLOSE = _Framing(
+    b"connection: close\r\n\r\n",
+    lambda chunk: chunk,
+    b"",
+    cuts_slow_clients=True,
+    ends_on_shutdown=True,
+)
 
 _REASONS = {
     200: b"OK", 400: b"Bad Request", 401: b"Unauthorized", 404: b"Not Found",
@@ -453,7 +485,11 @@ class HTTPProtocol(asyncio.BufferedProtocol):
             reply = self._error(exc)
         if isinstance(reply, StreamingReply):  # a chunked body (generate_stream)
             try:
-                await self._stream(request, reply)
+                written = await self._write_stream(
+                    request, reply.status, reply.headers, reply.chunks, _CHUNKED
+                )
+                if written and self._transport is not None:
+                    self._finish_response(self._transport, request.keep_alive and not self._closing)
             finally:
                 reply.close()  # the body ended, or the client went away: stop producing
             self._task = None
@@ -465,60 +501,13 @@ class HTTPProtocol(asyncio.BufferedProtocol):
         if self._transport is not None:
             self._respond(request, *reply)
 
-    async def _stream(self, request: _Request, reply: StreamingReply) -> None:
-        """Write a reply's body as it is produced: chunked, each chunk as it comes, waiting
-        while the client reads slower than we write (so a slow client slows the model)."""
-        transport = self._transport
-        if transport is None:
-            return
-        head: list[Chunk] = [
-            _STATUS_LINES.get(reply.status) or b"HTTP/1.1 %d X\r\n" % reply.status,
-            self._front_end.date,
-        ]
-        for name, value in reply.headers:
-            head += (name, b": ", value, b"\r\n")
-        head.append(b"transfer-encoding: chunked\r\n\r\n")
-        transport.write(b"".join(head))  # type: ignore[arg-type]  # all bytes here
-        async for chunk in reply.chunks:
-            if self._transport is None:
-                return
-            transport.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
-            while self._write_paused and self._transport is not None:
-                self._drained = self._loop.create_future()
-                await self._drained
-        if self._transport is None:
-            return
-        transport.write(b"0\r\n\r\n")
-        self._finish_response(transport, request.keep_alive and not self._closing)
-
     async def _stream_until_close(self, request: _Request, reply: StreamReply) -> None:
-        """Write the head, then each chunk as the iterator yields it; close at its end.
-
-        The body is delimited by the connection's close (no Content-Length, no chunking),
-        so the connection serves nothing after it. A client that reads slower than the
-        chunks come is cut off rather than buffered for.
-        """
+        """A close-delimited stream (dashboard events): the connection serves nothing after
+        it, and the server's stop cuts it short."""
         status, chunks, headers = reply
-        transport = self._transport
         self._streaming = True
         try:
-            if transport is None or self._closing:
-                return
-            head = [
-                _STATUS_LINES.get(status) or b"HTTP/1.1 %d X\r\n" % status,
-                self._front_end.date,
-            ]
-            for name, value in headers:
-                head += (name, b": ", value, b"\r\n")
-            transport.write(b"".join([*head, b"connection: close\r\n\r\n"]))
-            if request.method == "HEAD":
-                return
-            async for chunk in chunks:
-                if self._transport is None or self._closing:
-                    break
-                if transport.get_write_buffer_size() > _STREAM_BACKLOG:
-                    break
-                transport.write(chunk)
+            await self._write_stream(request, status, headers, chunks, _UNTIL_CLOSE)
         except asyncio.CancelledError:
             pass  # the client left, or the server stops
         finally:
@@ -531,6 +520,47 @@ class HTTPProtocol(asyncio.BufferedProtocol):
             self._busy = False
             if self._transport is not None:
                 self._transport.close()
+
+    async def _write_stream(
+        self,
+        request: _Request,
+        status: int,
+        headers: Headers,
+        chunks: AsyncIterator[bytes],
+        framing: _Framing,
+    ) -> bool:
+        """Write the head, then each chunk as the iterator yields it, framed as ``framing``
+        says; True once the whole body is written (the caller then ends the response)."""
+        transport = self._transport
+        if transport is None or (framing.ends_on_shutdown and self._closing):
+            return False
+        head: list[Chunk] = [
+            _STATUS_LINES.get(status) or b"HTTP/1.1 %d X\r\n" % status,
+            self._front_end.date,
+        ]
+        for name, value in headers:
+            head += (name, b": ", value, b"\r\n")
+        head.append(framing.end_of_head)
+        transport.write(b"".join(head))  # type: ignore[arg-type]  # all bytes here
+        if request.method == "HEAD":
+            return True  # a head and no body
+        async for chunk in chunks:
+            if self._transport is None or (framing.ends_on_shutdown and self._closing):
+                return False
+            if framing.cuts_slow_clients:
+                if transport.get_write_buffer_size() > _STREAM_BACKLOG:
+                    return False
+                transport.write(framing.frame(chunk))
+                continue
+            transport.write(framing.frame(chunk))
+            while self._write_paused and self._transport is not None:
+                self._drained = self._loop.create_future()
+                await self._drained
+        if self._transport is None:
+            return False
+        if framing.last_chunk:
+            transport.write(framing.last_chunk)
+        return True
 
     @staticmethod
     def _error(exc: BaseException) -> Reply:

@@ -1,0 +1,23 @@
+"""One real server over the oldest-strategy accumulator models."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from conveyor.testing import RunningServer, run_server
+from tests.sequences_oldest.models import build_repository
+
+
+@pytest.fixture(scope="module")
+def repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_repository(tmp_path_factory.mktemp("oldest-models"))
+
+
+@pytest.fixture(scope="module")
+def server(repository: Path) -> Iterator[RunningServer]:
+    with run_server(repository) as running:
+        yield running
+        assert running.process.poll() is None, "the server died during the tests"
