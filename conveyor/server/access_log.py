@@ -55,17 +55,26 @@ def _write(
     seconds: float,
     request_id: str | None,
 ) -> None:
+    if not _log.isEnabledFor(logging.INFO):
+        return
     latency_ms = round(seconds * 1000.0, 3)
     model = printable(model) if model else None
     request_id = printable(request_id) if request_id else None
-    _log.info(
-        "%s %s %s model=%s status=%s latency_ms=%.3f request_id=%s",
-        protocol, method, route, model or "-", status, latency_ms, request_id or "-",
-        extra={
-            "protocol": protocol, "method": method, "route": route, "model": model,
-            "status": status, "latency_ms": latency_ms, "request_id": request_id,
-        },
+    extra = {
+        "protocol": protocol, "method": method, "route": route, "model": model,
+        "status": status, "latency_ms": latency_ms, "request_id": request_id,
+    }  # fmt: skip
+    # makeRecord + handle, not _log.info: info() walks the stack to find its caller (the
+    # record's file and line), which would be most of an access line's cost and say nothing.
+    record = _log.makeRecord(
+        ACCESS_LOGGER, logging.INFO, __file__, 0, _MESSAGE,
+        (protocol, method, route, model or "-", status, latency_ms, request_id or "-"),
+        None, extra=extra,
     )  # fmt: skip
+    _log.handle(record)
+
+
+_MESSAGE = "%s %s %s model=%s status=%s latency_ms=%.3f request_id=%s"
 
 
 # Path segments that name something (a model, a version, a region), after the segment
