@@ -78,7 +78,11 @@ class Server:
 
     async def serve(self) -> int:
         loop = asyncio.get_running_loop()
-        self.log_control.install()
+        try:
+            self.log_control.install()
+        except OSError as exc:  # --log-file cannot be opened: there is nowhere to log it
+            print(f"conveyor serve: cannot write the log file: {exc}", file=sys.stderr)
+            return 1
         self._wake = asyncio.Event()
         for sig in HANDLED_SIGNALS:
             loop.add_signal_handler(sig, self.handle_exit, sig)

@@ -104,3 +104,10 @@ def test_unknown_format_is_refused_by_the_parser(capsys: pytest.CaptureFixture[s
 )
 def test_log_level_is_the_start_of_the_switches(level: str, changed: dict[str, object]) -> None:
     assert Settings().with_log_level(level) == Settings(**changed)  # type: ignore[arg-type]
+
+
+def test_a_log_file_that_cannot_be_opened_stops_the_start(tmp_path: Path) -> None:
+    with run_server(extra_args=["--log-file", str(tmp_path / "no-such-dir" / "x.log")],
+                    wait=False) as server:  # fmt: skip
+        assert server.process.wait(60) == 1
+        assert "conveyor serve: cannot write the log file: " in server.output()
