@@ -102,6 +102,8 @@ def _serve(args: argparse.Namespace) -> int:
 
     try:
         settings = from_arguments(args).with_environment(os.environ)
+        if args.log_level:  # the flag every command shares, as the logging settings' start
+            settings = settings.with_log_level(args.log_level)
     except ValueError as exc:
         print(f"conveyor serve: {exc}", file=sys.stderr)
         return 2

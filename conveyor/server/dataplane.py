@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import logging
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -26,8 +27,10 @@ from conveyor.errors import DeadlineExceeded, InvalidInput, ModelNotReady, Unava
 from conveyor.futures import InferFuture, Outputs
 from conveyor.protocol import metadata
 from conveyor.server import shared_memory as shm
+from conveyor.server.access_log import AccessLog
 from conveyor.server.classified import ClassificationPlan, classified
 from conveyor.server.generate import GenerateResponses, generate_inputs
+from conveyor.server.log_settings import updated as updated_log_settings
 
 if TYPE_CHECKING:
     import numpy as np
@@ -36,11 +39,15 @@ if TYPE_CHECKING:
     from conveyor.engine.engine import ModelInfo
     from conveyor.protocol.parameters import RequestOptions
     from conveyor.protocol.shared_memory import SharedMemoryUse
+    from conveyor.server.log_output import LogControl
     from conveyor.server.metrics import LatencyHistograms
     from conveyor.streams import ResponseStream
 
+log = logging.getLogger("conveyor.server")
+
 STARTING = "the server is starting: models are still loading"
 SYSTEM_SHARED_MEMORY = "system_shared_memory"
+LOGGING = "logging"
 NO_CUDA = (
     "CUDA shared memory is not supported on this server (no GPU); use system shared memory "
     "or send tensors in the request"
@@ -65,9 +72,12 @@ class DataPlane:
         histograms: LatencyHistograms | None = None,
         shared_memory: shm.SharedMemoryRegistry | None = None,
         shared_memory_off: str = "it was not enabled",
+        log_control: LogControl | None = None,
     ) -> None:
         """``shared_memory``: the registry of system shared-memory regions, None when the
-        extension is off (``shared_memory_off`` then says why, in the errors)."""
+        extension is off (``shared_memory_off`` then says why, in the errors).
+        ``log_control``: the server's logging, for the logging extension (None: an app that
+        embeds the routes keeps its own logging, and the extension answers Unsupported)."""
         # The server starts with none and sets it once the models are loaded; an app that
         # embeds the routes passes its engine here.
         self.engine: Engine | None = engine
@@ -78,6 +88,11 @@ class DataPlane:
         self._shared_memory_off = shared_memory_off
         if shared_memory is not None:
             extensions = (*extensions, SYSTEM_SHARED_MEMORY)
+        self.log_control = log_control
+        # The front ends' access-log switch: the log control's, so the extension can flip it.
+        self.access_log = log_control.access if log_control is not None else AccessLog()
+        if log_control is not None:
+            extensions = (*extensions, LOGGING)
         self._server_metadata = metadata.server_metadata(version, extensions)
 
     def _engine(self) -> Engine:
@@ -171,6 +186,7 @@ class DataPlane:
                 f"models only from its repository (put them in the folder of {name!r})"
             )
         engine = self._engine()
+        log.debug("loading model %r at a client's request", name)
         # Loading blocks for a long time (files, sessions): never on the event loop.
         await asyncio.get_running_loop().run_in_executor(
             None, engine.load_model, _required_name(name)
@@ -223,6 +239,27 @@ class DataPlane:
         """At shutdown, after the engine: release every shared-memory region."""
         if self.shared_memory is not None:
             self.shared_memory.close()
+
+    # -- logging extension ------------------------------------------------------------------
+
+    def log_settings(self) -> dict[str, Any]:
+        """Triton's log settings (name -> value) as the server applies them now."""
+        return self._logging().settings.as_dict()
+
+    def update_log_settings(self, changes: Mapping[str, Any]) -> dict[str, Any]:
+        """Apply ``changes`` (setting name -> value; None: back to the start value) all at
+        once, or none of them (InvalidInput / Unsupported naming the setting); returns
+        every setting as it is now."""
+        control = self._logging()
+        settings = updated_log_settings(control.settings, changes, control.started_with)
+        control.apply(settings)
+        log.debug("log settings changed: %s", settings.as_dict())
+        return settings.as_dict()
+
+    def _logging(self) -> LogControl:
+        if self.log_control is None:
+            raise Unsupported("the logging extension is off: this server does not own its logging")
+        return self.log_control
 
     # -- inference --------------------------------------------------------------------------
 

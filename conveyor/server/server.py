@@ -22,12 +22,14 @@ from collections.abc import Callable
 
 from conveyor.engine import Engine, ModelControl
 from conveyor.engine.polling import RepositoryPoller
+from conveyor.server.access_log import AccessLog
 from conveyor.server.auth import BearerAuth
 from conveyor.server.dataplane import DataPlane
 from conveyor.server.frontend import FrontEnd
 from conveyor.server.grpc.server import GRPCFrontEnd
 from conveyor.server.http.connection import HTTPToolsFrontEnd
 from conveyor.server.http.routes import V2Routes
+from conveyor.server.log_output import LogControl
 from conveyor.server.metrics import LatencyHistograms
 from conveyor.server.metrics_port import metrics_front_end
 from conveyor.server.settings import Settings
@@ -53,6 +55,8 @@ class Server:
         self.force_exit = False
         self.histograms = LatencyHistograms()
         shared_memory_off = settings.shared_memory_off()
+        # Applied to the ``conveyor`` loggers in serve(), not here (no side effects on build).
+        self.log_control = LogControl(settings.log_settings(), AccessLog())
         # The engine (once loaded), readiness and every answer, shared by every front end.
         self.data_plane = DataPlane(
             version=__version__,
@@ -60,6 +64,7 @@ class Server:
             histograms=self.histograms,
             shared_memory=SharedMemoryRegistry() if shared_memory_off is None else None,
             shared_memory_off=shared_memory_off or "",
+            log_control=self.log_control,
         )
         self.routes = V2Routes(self.data_plane)
         self.front_ends: list[FrontEnd] = []
@@ -75,6 +80,11 @@ class Server:
 
     async def serve(self) -> int:
         loop = asyncio.get_running_loop()
+        try:
+            self.log_control.install()
+        except OSError as exc:  # --log-file cannot be opened: there is nowhere to log it
+            print(f"conveyor serve: cannot write the log file: {exc}", file=sys.stderr)
+            return 1
         self._wake = asyncio.Event()
         for sig in HANDLED_SIGNALS:
             loop.add_signal_handler(sig, self.handle_exit, sig)
@@ -91,6 +101,7 @@ class Server:
             await self.shutdown()
             for sig in HANDLED_SIGNALS:
                 loop.remove_signal_handler(sig)
+            self.log_control.close()
 
     def handle_exit(self, sig: int) -> None:
         if self.should_exit:
@@ -122,6 +133,7 @@ class Server:
                 body_timeout=s.http_body_timeout,
                 keep_alive_timeout=s.http_keep_alive_timeout,
                 backlog=s.backlog,
+                access=self.data_plane.access_log,
             ),
         ]
         front_ends.append(

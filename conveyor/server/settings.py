@@ -20,6 +20,7 @@ from conveyor import options
 from conveyor.engine.engine import ModelControl
 from conveyor.protocol.limits import DEFAULT_MAX_MESSAGE_BYTES
 from conveyor.protocol.shared_memory import is_loopback
+from conveyor.server.log_settings import LogFormat, LogSettings
 
 # Defaults that other modules use too (each front end's own keyword defaults), written once.
 DEFAULT_DRAIN_TIMEOUT_S = 30.0
@@ -173,6 +174,39 @@ class Settings:
         ),
     )
 
+    # -- logging (the start values of the logging extension's settings, docs/logging.md) --
+    log_verbose: int = dataclasses.field(
+        default=0,
+        metadata=_option(
+            "as Triton's --log-verbose: 0 logs no debug lines, 1 or more logs them too",
+            metavar="N",
+        ),
+    )
+    log_info: bool = dataclasses.field(default=True, metadata=_option("log INFO lines"))
+    log_warning: bool = dataclasses.field(default=True, metadata=_option("log WARNING lines"))
+    log_error: bool = dataclasses.field(default=True, metadata=_option("log ERROR lines"))
+    log_format: LogFormat = dataclasses.field(
+        default=LogFormat.DEFAULT,
+        metadata=_option(
+            "default: 'LEVEL logger: message'; ISO8601: the same after an ISO 8601 UTC time; "
+            "json: one JSON object per line (time, level, logger, message and extra fields)"
+        ),
+    )
+    log_file: str | None = dataclasses.field(
+        default=None,
+        metadata=_option(
+            "append the server's log lines to this file instead of standard error (only "
+            "here: the logging extension does not let clients change it)"
+        ),
+    )
+    access_log: bool = dataclasses.field(
+        default=False,
+        metadata=_option(
+            "log one line per HTTP request and gRPC call (method, route, model, status, "
+            "latency, request id) on the conveyor.access logger"
+        ),
+    )
+
     def __post_init__(self) -> None:
         try:  # a plain string (as from the command line or a caller) becomes the enum member
             object.__setattr__(self, "model_control", ModelControl(self.model_control))
@@ -188,6 +222,14 @@ class Settings:
                 f"shared_memory must be one of {', '.join(SharedMemoryMode)}, "
                 f"got {self.shared_memory!r}"
             ) from None
+        try:
+            object.__setattr__(self, "log_format", LogFormat(self.log_format))
+        except ValueError:
+            raise ValueError(
+                f"log_format must be one of {', '.join(LogFormat)}, got {self.log_format!r}"
+            ) from None
+        if self.log_verbose < 0:
+            raise ValueError(f"log_verbose must be >= 0, got {self.log_verbose}")
         for name in ("http_port", "grpc_port", "metrics_port"):
             port = getattr(self, name)
             if not 0 <= port <= 65535:
@@ -245,6 +287,30 @@ class Settings:
             f"it listens on {self.host}, not only on loopback, so its clients may be on "
             "other machines; start it with --shared-memory system to turn it on"
         )
+
+    def log_settings(self) -> LogSettings:
+        """The logging extension's settings this server starts with."""
+        return LogSettings(
+            log_file=self.log_file or "",
+            log_info=self.log_info,
+            log_warning=self.log_warning,
+            log_error=self.log_error,
+            log_verbose_level=self.log_verbose,
+            log_format=self.log_format,
+            access_log=self.access_log,
+        )
+
+    def with_log_level(self, level: str) -> Settings:
+        """These settings with ``--log-level`` folded in (debug: verbose; warning: no INFO
+        lines; error: no INFO or WARNING lines), for the flag all commands share."""
+        level = level.lower()
+        if level == "debug":
+            return dataclasses.replace(self, log_verbose=max(self.log_verbose, 1))
+        if level == "warning":
+            return dataclasses.replace(self, log_info=False)
+        if level in ("error", "critical"):
+            return dataclasses.replace(self, log_info=False, log_warning=False)
+        return self
 
     def with_environment(self, environ: Mapping[str, str]) -> Settings:
         """These settings with the token from ``$CONVEYOR_AUTH_TOKEN`` when none was given."""

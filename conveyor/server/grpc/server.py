@@ -47,7 +47,7 @@ async def start_grpc_server(
         ],
     )
     server.add_generic_rpc_handlers(
-        (generic_handler(servicer.implementations(), servicer.codecs()),)
+        (generic_handler(servicer.implementations(), servicer.codecs(), servicer.data.access_log),)
     )
     address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     try:

@@ -5,6 +5,7 @@ INVALID_ARGUMENT instead of grpcio's UNKNOWN.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -14,6 +15,7 @@ from google.protobuf.message import DecodeError
 from conveyor.errors import InvalidInput
 from conveyor.protocol.grpc.diagnose import why_unparseable
 from conveyor.protocol.grpc.methods import METHODS, SERVICE_NAME
+from conveyor.server.access_log import AccessLog
 
 
 def unparseable(message_class: Any, error: DecodeError, data: bytes) -> InvalidInput:
@@ -54,9 +56,50 @@ def _refusing_unparseable(function: Callable[..., Any]) -> Callable[..., Any]:
     return handle
 
 
+def _access_logged(
+    name: str, function: Callable[..., Any], access: AccessLog
+) -> Callable[..., Any]:
+    """``function`` writing an access line per call while ``access`` is on (one check when off)."""
+
+    async def handle(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        if not access.enabled:
+            return await function(request, context)
+        started = time.perf_counter()
+        code = "OK"
+        try:
+            return await function(request, context)
+        except grpc.aio.AbortError:
+            code = _code_name(context)
+            raise
+        except BaseException:
+            code = "UNKNOWN"
+            raise
+        finally:
+            access.grpc(name, _model_of(request), code, time.perf_counter() - started, None)
+
+    return handle
+
+
+def _code_name(context: grpc.aio.ServicerContext) -> str:
+    code = context.code()
+    return code.name if isinstance(code, grpc.StatusCode) else "UNKNOWN"
+
+
+def _model_of(request: Any) -> str | None:
+    """The model a request names, for the access log (None for other requests)."""
+    if isinstance(request, InvalidInput):
+        return None
+    descriptor = request.DESCRIPTOR
+    for field in ("model_name", "name"):
+        if field in descriptor.fields_by_name and descriptor.name.startswith(("Model", "Repo")):
+            return getattr(request, field) or None
+    return None
+
+
 def generic_handler(
     implementations: dict[str, Any],
     codecs: dict[str, tuple[Callable[[bytes], Any], Callable[[Any], bytes]]] | None = None,
+    access: AccessLog | None = None,
 ) -> grpc.GenericRpcHandler:
     """A handler serving ``implementations`` (method name -> coroutine or async generator).
 
@@ -69,6 +112,9 @@ def generic_handler(
     method given a codec gets neither: its deserializer and implementation handle bad bytes
     (the infer methods do, so the hot path has no extra call). Methods of the service
     without an implementation are not registered; gRPC answers them UNIMPLEMENTED.
+
+    With ``access``, each unary method without a codec writes an access line per call while
+    the access log is on (the infer methods write their own, in their one try block).
     """
     handlers = {}
     for name, function in implementations.items():
@@ -79,6 +125,8 @@ def generic_handler(
             serialize = method.response.SerializeToString
             if not (method.client_streaming or method.server_streaming):
                 function = _refusing_unparseable(function)
+                if access is not None:
+                    function = _access_logged(name, function, access)
         else:
             deserialize, serialize = codec
         kwargs = {"request_deserializer": deserialize, "response_serializer": serialize}

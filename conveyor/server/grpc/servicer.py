@@ -16,7 +16,7 @@ from google.protobuf import json_format
 from google.protobuf.message import DecodeError, Message
 
 from conveyor.engine.decoupled import UnaryToDecoupled
-from conveyor.errors import Cancelled, ConveyorError, InvalidInput
+from conveyor.errors import Cancelled, ConveyorError, ErrorKind, InvalidInput
 from conveyor.futures import InferFuture
 from conveyor.protocol.grpc import converters, decoupled, wire
 from conveyor.protocol.grpc._generated import grpc_service_pb2 as pb
@@ -58,6 +58,7 @@ class InferenceServicer:
     def __init__(self, data: DataPlane) -> None:
         self.data = data
         self._clock = time.perf_counter
+        self._access = data.access_log
         # Each open ModelStreamInfer's answer queue, so a drain can end the idle ones.
         self._streams: set[asyncio.Queue[Any]] = set()
         self._draining = False
@@ -80,7 +81,7 @@ class InferenceServicer:
             "RepositoryIndex", "RepositoryModelLoad", "RepositoryModelUnload",
             "SystemSharedMemoryStatus", "SystemSharedMemoryRegister",
             "SystemSharedMemoryUnregister", "CudaSharedMemoryStatus", "CudaSharedMemoryRegister",
-            "CudaSharedMemoryUnregister",
+            "CudaSharedMemoryUnregister", "LogSettings",
         )  # fmt: skip
         return {name: getattr(self, name) for name in names}
 
@@ -115,11 +116,31 @@ class InferenceServicer:
                 call.shared_memory.outputs,
             )
             self.data.observe_latency(future, self._clock() - started, "grpc")
+            if self._access.enabled:
+                self._access.grpc(
+                    "ModelInfer", call.model, "OK", self._clock() - started, call.request_id
+                )
             return response
         except Exception as exc:
             if isinstance(exc, UnaryToDecoupled):
                 exc = exc.said_by("ModelInfer RPC")  # Triton's words
+            if self._access.enabled:
+                self._access_failed(received, exc, self._clock() - started)
             await abort(context, exc, "ModelInfer")
+
+    def _access_failed(
+        self, received: Received | InvalidInput, exc: Exception, seconds: float
+    ) -> None:
+        """The access line of a ModelInfer call that fails with ``exc``."""
+        kind = exc.kind if isinstance(exc, ConveyorError) else ErrorKind.INTERNAL
+        request = None if isinstance(received, InvalidInput) else received[0]
+        self._access.grpc(
+            "ModelInfer",
+            request.model_name if request is not None else None,
+            status_code(kind).name,
+            seconds,
+            request.id if request is not None else None,
+        )
 
     def _submit(self, call: converters.InferCall, context: Context) -> InferFuture:
         return self.data.infer(
@@ -353,6 +374,27 @@ class InferenceServicer:
         self.data.unregister_system_shared_memory(request.name or None)
         return pb.SystemSharedMemoryUnregisterResponse()
 
+    # -- logging extension ----------------------------------------------------------------
+
+    @answering_errors
+    async def LogSettings(self, request: pb.LogSettingsRequest, context: Context) -> Any:
+        """No settings: read them; some: change those. Answers every setting."""
+        if request.settings:
+            changes = {name: _setting_value(value) for name, value in request.settings.items()}
+            settings = self.data.update_log_settings(changes)
+        else:
+            settings = self.data.log_settings()
+        response = pb.LogSettingsResponse()
+        for name, value in settings.items():
+            field = response.settings[name]
+            if isinstance(value, bool):
+                field.bool_param = value
+            elif isinstance(value, int):
+                field.uint32_param = value
+            else:
+                field.string_param = str(value)
+        return response
+
     @answering_errors
     async def CudaSharedMemoryStatus(
         self, request: pb.CudaSharedMemoryStatusRequest, context: Context
@@ -375,6 +417,12 @@ class InferenceServicer:
 
 
 Received = tuple[pb.ModelInferRequest, Sequence[bytes | memoryview]]
+
+
+def _setting_value(value: pb.LogSettingsRequest.SettingValue) -> bool | int | str | None:
+    """A setting's value as the data plane takes it (None: no value was set)."""
+    choice = value.WhichOneof("parameter_choice")
+    return None if choice is None else getattr(value, choice)
 
 
 def _read_infer_request(data: bytes) -> Received | InvalidInput:

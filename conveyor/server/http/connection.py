@@ -47,6 +47,7 @@ import numpy as np
 
 from conveyor.errors import ConveyorError, InvalidInput, Unauthenticated
 from conveyor.protocol.binary import BytesLike, Chunk
+from conveyor.server.access_log import AccessLog
 from conveyor.server.auth import CHALLENGE, OPEN_HTTP_PATHS, BearerAuth
 from conveyor.server.frontend import bind
 from conveyor.server.http import body as bodies
@@ -177,7 +178,9 @@ class _Request:
         "length",
         "method",
         "path",
+        "request_id",
         "size",
+        "started",
     )
 
     def __init__(self) -> None:
@@ -196,6 +199,8 @@ class _Request:
         self.keep_alive = True
         self.expect_continue = False
         self.error: Exception | None = None
+        self.started = 0.0  # perf_counter at its first byte, only while the access log is on
+        self.request_id: str | None = None  # an infer request's id, for the access log
 
     def read_directly(self, length: int) -> None:
         """Receive the body into one buffer of its own, its binary tail aligned."""
@@ -214,6 +219,7 @@ class HTTPProtocol(asyncio.BufferedProtocol):
     def __init__(self, front_end: HTTPToolsFrontEnd) -> None:
         self._front_end = front_end
         self._routes = front_end.routes
+        self._access = front_end.access
         self._begin_infer = front_end.begin_infer
         self._limit = front_end.max_body_bytes
         self._loop = front_end.loop
@@ -321,6 +327,8 @@ class HTTPProtocol(asyncio.BufferedProtocol):
     def on_message_begin(self) -> None:
         self.read_deadline = time.monotonic() + self._front_end.header_timeout
         self._current = _Request()
+        if self._access.enabled:  # the access log's one check per request
+            self._current.started = time.perf_counter()
         self._url = b""
         self._head_bytes = 0
 
@@ -464,6 +472,8 @@ class HTTPProtocol(asyncio.BufferedProtocol):
         self._inflight = None
         if self._transport is None:
             return
+        if request.started:
+            request.request_id = pending.request.id
         try:
             status, body, headers = pending.reply_parts(pending.future.result())
         except Exception as exc:  # the engine's error, or cancelled
@@ -489,6 +499,8 @@ class HTTPProtocol(asyncio.BufferedProtocol):
                     request, reply.status, reply.headers, reply.chunks, _CHUNKED
                 )
                 if written and self._transport is not None:
+                    if request.started:
+                        self._log_access(request, reply.status)
                     self._finish_response(self._transport, request.keep_alive and not self._closing)
             finally:
                 reply.close()  # the body ended, or the client went away: stop producing
@@ -612,7 +624,13 @@ class HTTPProtocol(asyncio.BufferedProtocol):
             transport.write(b"".join(head))  # type: ignore[arg-type]  # ndarray is a Buffer
         else:
             _write_parts(transport, head, parts)
+        if request.started:
+            self._log_access(request, status)
         self._finish_response(transport, keep_alive)
+
+    def _log_access(self, request: _Request, status: int) -> None:
+        seconds = time.perf_counter() - request.started
+        self._access.http(request.method, request.path, status, seconds, request.request_id)
 
     def _finish_response(self, transport: asyncio.Transport, keep_alive: bool) -> None:
         """A response is written whole: close, or go on to the next pipelined request, or
@@ -687,7 +705,8 @@ class HTTPToolsFrontEnd:
     """An HTTP front end on :class:`HTTPProtocol`: listens, keeps the Date header fresh,
     closes idle keep-alive connections, and stops gracefully.
 
-    ``auth`` (when given) guards every path but ``open_paths``.
+    ``auth`` (when given) guards every path but ``open_paths``; ``access`` is the access
+    log's switch (see ``access_log.py``).
     """
 
     def __init__(
@@ -705,8 +724,11 @@ class HTTPToolsFrontEnd:
         body_timeout: float = BODY_TIMEOUT_SECONDS,
         keep_alive_timeout: float = KEEP_ALIVE_SECONDS,
         backlog: int = BACKLOG,
+        access: AccessLog | None = None,
     ) -> None:
         self.name = name
+        # Read by every connection; a front end given none writes no access lines.
+        self.access = access if access is not None else AccessLog()
         self.routes = routes
         self.begin_infer = routes.begin_infer if isinstance(routes, InferRoutes) else None
         self.max_body_bytes = max_body_bytes

@@ -126,6 +126,8 @@ class V2Routes:
             and method == "POST"
         ):
             return await self._load_or_unload(parts[4], parts[5], await read_body())
+        if route == "logging" and method in ("GET", "POST"):
+            return self._logging(method, await read_body())
         raise NotFoundRoute(f"no route {method} {path}")
 
     # -- generate extension ---------------------------------------------------------------
@@ -186,6 +188,15 @@ class V2Routes:
         else:
             await self.data.unload(model)
         return EMPTY_OK
+
+    # -- logging extension ----------------------------------------------------------------
+
+    def _logging(self, method: str, body: bytes) -> Reply:
+        """``GET /v2/logging``: the settings; ``POST``: change some, answer all of them."""
+        if method == "GET":
+            return 200, dumps(self.data.log_settings()), JSON
+        changes = _json_object(body, "log settings request")
+        return 200, dumps(self.data.update_log_settings(changes)), JSON
 
     # -- shared memory --------------------------------------------------------------------
 

@@ -63,7 +63,7 @@ GOOD: dict[str, tuple[Any, str]] = {
     "CudaSharedMemoryRegister": (pb.CudaSharedMemoryRegisterRequest(), "UNIMPLEMENTED"),
     # Trace and logging extensions: declared, answered by their own front-end handlers.
     "TraceSetting": (pb.TraceSettingRequest(), "UNIMPLEMENTED"),
-    "LogSettings": (pb.LogSettingsRequest(), "UNIMPLEMENTED"),
+    "LogSettings": (pb.LogSettingsRequest(), "OK"),
 }
 
 REGISTERED = set(InferenceServicer(DataPlane(version="test")).implementations())
