@@ -47,6 +47,7 @@ def deployment_options(config: ModelConfig) -> dict[str, Any]:
             "min_replicas": scaling.min_replicas,
             "max_replicas": scaling.max_replicas,
             "target_ongoing_requests": scaling.target_ongoing_requests,
+            "look_back_period_s": scaling.look_back_period_s,
             "upscale_delay_s": scaling.upscale_delay_s,
             "downscale_delay_s": scaling.downscale_delay_s,
         }

@@ -88,7 +88,7 @@ def _status(args: argparse.Namespace) -> int:
     if app is None:
         print(f"conveyor ray status: no application {APP_NAME!r} on this cluster", file=sys.stderr)
         return 1
-    print(f"{APP_NAME}: {app.status}{' - ' + app.message if app.message else ''}")
+    print(f"{APP_NAME}: {_word(app.status)}{' - ' + app.message if app.message else ''}")
     for name, deployment in sorted(app.deployments.items()):
         replicas = ", ".join(
             f"{state} {n}" for state, n in sorted(deployment.replica_states.items())
@@ -96,4 +96,9 @@ def _status(args: argparse.Namespace) -> int:
         print(f"  {name:<24} {deployment.status:<10} {replicas or 'no replicas'}")
         if deployment.message:
             print(f"    {deployment.message}")
-    return 0 if app.status == "RUNNING" else 1
+    return 0 if _word(app.status) == "RUNNING" else 1
+
+
+def _word(state: Any) -> str:
+    """A Ray Serve status enum as its value ("RUNNING"), not its repr."""
+    return str(getattr(state, "value", state))

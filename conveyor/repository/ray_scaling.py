@@ -34,7 +34,10 @@ class RayScaling:
     # Requests one replica holds at once (running or in its engine's queue); past it, the
     # router waits for a free replica. Above the target, so a replica can batch.
     max_ongoing_requests: int = 16
-    upscale_delay_s: float = 30.0  # Ray Serve's defaults
+    # Ray Serve's defaults: the window ongoing requests are averaged over, and how long
+    # the average must stay past the target before a replica is added or removed.
+    look_back_period_s: float = 30.0
+    upscale_delay_s: float = 30.0
     downscale_delay_s: float = 600.0
     num_cpus: float = 1.0  # CPUs Ray reserves for each replica
 
@@ -44,7 +47,7 @@ class RayScaling:
 
 
 _INTEGERS = {"min_replicas": 1, "max_replicas": 1, "max_ongoing_requests": 1}
-_POSITIVE = {"target_ongoing_requests", "num_cpus"}
+_POSITIVE = {"target_ongoing_requests", "num_cpus", "look_back_period_s"}
 _NON_NEGATIVE = {"upscale_delay_s", "downscale_delay_s"}
 KEYS = sorted({*_INTEGERS, *_POSITIVE, *_NON_NEGATIVE})
 
