@@ -23,6 +23,9 @@ from conveyor.repository.config import ModelConfig
 from conveyor.repository.layout import Repository
 
 INGRESS = "conveyor-ingress"
+# One access-log line per request in every replica costs more than the request on a small
+# model; Ray Serve's own warnings and errors still show.
+QUIET = {"enable_access_log": False}
 
 
 def deployment_name(model: str) -> str:
@@ -39,6 +42,7 @@ def deployment_options(config: ModelConfig) -> dict[str, Any]:
         )
     options: dict[str, Any] = {
         "name": deployment_name(config.name),
+        "logging_config": QUIET,
         "max_ongoing_requests": scaling.max_ongoing_requests,
         "ray_actor_options": {"num_cpus": scaling.num_cpus},
     }
@@ -83,5 +87,6 @@ def build_app(
         ray_actor_options={"num_cpus": ingress_cpus},
         # Requests only wait on the models here; let many in at once.
         max_ongoing_requests=1000,
+        logging_config=QUIET,
     )(V2Ingress)
     return ingress.bind(handles, conveyor.__version__, max_body_bytes)
