@@ -72,9 +72,13 @@ TWO_REPLICAS = "min_replicas = 2"
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("ray") / "models"
+
+
+@pytest.fixture(scope="module")
+def cluster(repository: Path) -> Iterator[str]:
     """The application's HTTP address (host:port) on a module-wide local Ray cluster."""
-    repository = tmp_path_factory.mktemp("ray") / "models"
     models = RepoBuilder(repository)
     models.tiny()
     (repository / "tiny" / "config.toml").write_text("[ray]\nnum_cpus = 0.25\n")
@@ -223,3 +227,26 @@ def test_status_command_lists_the_deployments(cluster: str) -> None:
     assert f"{APP_NAME}: RUNNING" in done.stdout
     for deployment in ("conveyor-ingress", "model-growing", "model-steady", "model-tiny"):
         assert deployment in done.stdout
+
+
+def test_deploy_command_deploys_the_repository(cluster: str, repository: Path) -> None:
+    """``conveyor ray deploy`` from another process, onto the running cluster: the same
+    repository again, so Ray Serve keeps (or rolls) the replicas and the app serves on."""
+    gcs = ray.get_runtime_context().gcs_address
+    port = cluster.rpartition(":")[2]
+    done = subprocess.run(
+        [sys.executable, "-m", "conveyor", "ray", "deploy", str(repository),
+         "--address", gcs, "--http-port", port],
+        capture_output=True, text=True, timeout=180,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert f"at http://127.0.0.1:{port}" in done.stdout
+    wait_until(
+        lambda: serve.status().applications[APP_NAME].status == "RUNNING",
+        timeout=90,
+        what="the application running again",
+        interval=0.2,
+    )
+    client = http.InferenceServerClient(cluster)
+    assert whoami(client, "steady") > 0
