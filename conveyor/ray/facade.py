@@ -8,8 +8,10 @@ the handle's response and completes the future, so the loop never waits on a rep
 
 A request whose replica died before it answered (its process killed, its node lost) is
 sent again, at most :data:`RESENDS` times: inference reads its inputs and changes nothing,
-and Ray Serve routes the retry to a live replica. A model with sequence_batching is
-deployed with one replica, so no sequence's state is split between two.
+and Ray Serve routes the retry to a live replica. A sequence request is never sent again
+(its model's state may have changed): a model with sequence_batching runs one replica,
+which holds every sequence's state, and a sequence whose replica died is lost, as when
+``conveyor serve`` restarts.
 """
 
 from __future__ import annotations
@@ -40,7 +42,6 @@ NO_STREAMING = (
     "streaming (decoupled models, generate_stream) is not served through Ray Serve by "
     "Conveyor; serve this model with conveyor serve"
 )
-NO_SEQUENCES_HERE = "sequence requests are not forwarded through Ray Serve by Conveyor"
 
 
 class ModelHandle(Protocol):
@@ -172,8 +173,6 @@ class RemoteEngine:
     ) -> InferFuture:
         """Forward one request to the model's deployment; return its future at once."""
         served = self._served(model, version)
-        if sequence is not None:
-            raise Unsupported(NO_SEQUENCES_HERE)
         if served.config.decoupled:
             raise Unsupported(NO_STREAMING)
         request = Request(
@@ -184,6 +183,7 @@ class RemoteEngine:
             priority,
             timeout,
             request_id,
+            sequence,
         )
         future = InferFuture()
         future.request_id = request_id
@@ -226,7 +226,7 @@ class RemoteEngine:
                 answer: Answer = await response
                 return answer
             except self._replica_death:
-                if resend == RESENDS or future.done():
+                if resend == RESENDS or future.done() or request.sequence is not None:
                     raise
         raise AssertionError("unreachable")
 

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from conveyor.backends.base import SequenceInfo
 from conveyor.errors import ConveyorError
 from conveyor.repository.config import ModelConfig
 
@@ -26,6 +27,9 @@ class Request:
     priority: int = 0
     timeout: float | None = None
     request_id: str | None = None
+    # A stateful model's sequence; such a model runs one replica, which holds every
+    # sequence's state (app.py refuses more).
+    sequence: SequenceInfo | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -39,6 +39,7 @@ class ModelReplica:
                 priority=request.priority,
                 timeout=request.timeout,
                 request_id=request.request_id,
+                sequence=request.sequence,
             )
             outputs = await future  # the event loop stays free; instance threads compute
         except ConveyorError as exc:

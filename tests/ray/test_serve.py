@@ -26,6 +26,7 @@ from conveyor.ray import APP_NAME, build_app  # noqa: E402
 from conveyor.testing import free_port  # noqa: E402
 from tests.models import RepoBuilder  # noqa: E402
 from tests.polling import wait_until  # noqa: E402
+from tests.sequences.models import NATIVE_CONFIG, NATIVE_MODEL  # noqa: E402
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -84,6 +85,8 @@ def cluster(repository: Path) -> Iterator[str]:
     (repository / "tiny" / "config.toml").write_text("[ray]\nnum_cpus = 0.25\n")
     models.python("growing", WHOAMI_MODEL, WHOAMI_CONFIG.format(scaling=AUTOSCALED))
     models.python("steady", WHOAMI_MODEL, WHOAMI_CONFIG.format(scaling=TWO_REPLICAS))
+    accumulate = NATIVE_CONFIG.format(instances=1, idle_us=5_000_000, queued=8)
+    models.python("accumulate", NATIVE_MODEL, accumulate + "\n[ray]\nnum_cpus = 0.25\n")
     port = free_port()
     with pytest.MonkeyPatch.context() as env:
         # Read by the Serve controller and routers Ray starts: report ongoing requests
@@ -128,6 +131,7 @@ def test_tritonclient_sees_the_v2_server(cluster: str) -> None:
     metadata = client.get_model_metadata("tiny")  # read from the ONNX file by the replica
     assert metadata["inputs"] == [{"name": "INPUT0", "datatype": "FP32", "shape": [-1, 16]}]
     assert [m["name"] for m in client.get_model_repository_index()] == [
+        "accumulate",
         "growing",
         "steady",
         "tiny",
@@ -156,6 +160,23 @@ def test_errors_keep_their_status(cluster: str) -> None:
         client.infer("tiny", [wrong])
     assert refused.value.status() == "400"
     assert "INPUT0" in refused.value.message()
+
+
+def test_a_sequence_keeps_its_state_in_its_replica(cluster: str) -> None:
+    client = http.InferenceServerClient(cluster)
+    totals = []
+    for index, value in enumerate((3, 4, 5)):
+        given = http.InferInput("INPUT", [1], "INT32")
+        given.set_data_from_numpy(np.array([value], np.int32))
+        result = client.infer(
+            "accumulate",
+            [given],
+            sequence_id=42,
+            sequence_start=index == 0,
+            sequence_end=index == 2,
+        )
+        totals.append(int(result.as_numpy("OUTPUT")[0]))
+    assert totals == [3, 7, 12]
 
 
 def test_scales_from_one_to_two_replicas_under_load(cluster: str) -> None:
@@ -225,7 +246,7 @@ def test_status_command_lists_the_deployments(cluster: str) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert f"{APP_NAME}: RUNNING" in done.stdout
-    for deployment in ("conveyor-ingress", "model-growing", "model-steady", "model-tiny"):
+    for deployment in ("conveyor-ingress", "model-accumulate", "model-growing", "model-tiny"):
         assert deployment in done.stdout
 
 
