@@ -69,7 +69,10 @@ def _deploy(args: argparse.Namespace) -> int:
         f"{args.http_port} (Ray Serve application {APP_NAME!r})"
     )
     if args.wait or args.address == "local":
-        signal.sigwait({signal.SIGINT, signal.SIGTERM})
+        stop = {signal.SIGINT, signal.SIGTERM}
+        # Blocked first, so the signal waits for sigwait instead of a handler.
+        signal.pthread_sigmask(signal.SIG_BLOCK, stop)
+        signal.sigwait(stop)
         serve.delete(APP_NAME)
     return 0
 
