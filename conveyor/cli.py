@@ -16,6 +16,8 @@ commands:
   conveyor serve [REPOSITORY]   serve a model repository over HTTP/REST and gRPC, with metrics
   conveyor models [REPOSITORY]  load a repository, list its models (--run: run each once)
   conveyor bench MODEL          load-test a model in-process or over http:// or grpc://
+  conveyor ray deploy REPOSITORY  the repository on a Ray cluster (Ray Serve), same V2 HTTP
+  conveyor ray status           the Ray Serve deployments' states and replicas
 
 With no REPOSITORY, the built-in example models. A repository is laid out as
 <repository>/<model>/<version>/model.onnx (or model.py) with <model>/config.toml beside.
@@ -144,6 +146,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bench.add_argument("args", nargs=argparse.REMAINDER)
     bench.set_defaults(handler=_bench, default_log_level="warning")
+    from conveyor.ray.cli import add_parser as add_ray_parser
+
+    add_ray_parser(commands)
     return parser
 
 

@@ -17,6 +17,7 @@ from typing import Any
 from conveyor.errors import RepositoryError
 from conveyor.protocol.datatypes import DATATYPES, is_datatype
 from conveyor.repository.ensemble import ENSEMBLE, EnsembleStep, check_graph, parse_steps
+from conveyor.repository.ray_scaling import RayScaling, parse_ray_scaling, toml_key
 from conveyor.repository.sequences import SequenceBatching, parse_sequence_batching
 
 
@@ -121,6 +122,9 @@ class ModelConfig:
     # backend = "ensemble": the steps one request runs (config.toml's [[steps]], or
     # config.pbtxt's ensemble_scheduling), already checked to form a graph without cycles.
     ensemble_steps: tuple[EnsembleStep, ...] = ()
+    # Replicas and autoscaling when the repository is deployed on Ray Serve (conveyor ray);
+    # conveyor serve ignores it.
+    ray: RayScaling = dataclasses.field(default_factory=RayScaling)
 
     @property
     def batching(self) -> bool:
@@ -149,6 +153,7 @@ _TOP_KEYS = {
     "versions",
     "decoupled",
     "steps",
+    "ray",
 }
 _TENSOR_KEYS = {"name", "datatype", "shape", "optional"}
 _OUTPUT_KEYS = _TENSOR_KEYS | {"label_filename"}
@@ -269,6 +274,7 @@ def parse_config(name: str, raw: Mapping[str, Any], *, backend: str | None = Non
     inputs = _tensors(raw.get("inputs", []), "inputs", fail)
     outputs = _tensors(raw.get("outputs", []), "outputs", fail)
     steps = _ensemble_steps(name, raw, chosen_backend, inputs, outputs, fail)
+    ray = parse_ray_scaling(raw.get("ray", {}), fail, toml_key)
 
     return ModelConfig(
         name=name,
@@ -286,6 +292,7 @@ def parse_config(name: str, raw: Mapping[str, Any], *, backend: str | None = Non
         backend_options=dict(options),
         decoupled=decoupled,
         ensemble_steps=steps,
+        ray=ray,
     )
 
 

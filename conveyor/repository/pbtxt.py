@@ -35,6 +35,12 @@ from conveyor.repository.config import (
 )
 from conveyor.repository.ensemble import ENSEMBLE
 from conveyor.repository.pbtxt_sequences import read_sequence_batching
+from conveyor.repository.ray_scaling import (
+    PBTXT_PREFIX,
+    parse_ray_scaling,
+    pbtxt_key,
+    pbtxt_ray_table,
+)
 
 PBTXT_FILE = "config.pbtxt"
 
@@ -144,9 +150,15 @@ class _Reader:
         raw: dict[str, Any] = {"max_batch_size": m.max_batch_size, "backend": backend}
         if m.model_transaction_policy.decoupled:
             raw["decoupled"] = True
+        # ray.* parameters are Conveyor's Ray Serve settings, not the backend's.
+        ray = pbtxt_ray_table({key: p.string_value for key, p in m.parameters.items()})
+        if ray:
+            # Checked here so an error names the parameter as the user wrote it.
+            parse_ray_scaling(ray, lambda message: self.fail("parameters", message), pbtxt_key)
+            raw["ray"] = ray
         if backend != ENSEMBLE:  # an ensemble runs no backend of its own to pass them to
             raw[backend] = self.parameters(m, backend)
-        elif m.parameters:
+        elif any(not key.startswith(PBTXT_PREFIX) for key in m.parameters):
             self.warn("parameters")
         raw["inputs"] = [self.tensor(t, f"input[{i}]") for i, t in enumerate(m.input)]
         raw["outputs"] = [self.tensor(t, f"output[{i}]") for i, t in enumerate(m.output)]
@@ -221,13 +233,19 @@ class _Reader:
     def parameters(self, m: pb.ModelConfig, backend: str) -> dict[str, Any]:
         options: dict[str, Any] = {}
         if backend == "openvino":
-            strings = {key: p.string_value for key, p in m.parameters.items()}
+            strings = {
+                key: p.string_value
+                for key, p in m.parameters.items()
+                if not key.startswith(PBTXT_PREFIX)
+            }
             try:
                 return triton_parameters(strings)
             except ValueError as exc:
                 key, reason = exc.args
                 raise self.fail(f"parameters[{key!r}]", reason) from None
         for key, parameter in m.parameters.items():
+            if key.startswith(PBTXT_PREFIX):
+                continue
             value: Any = parameter.string_value
             if backend == "onnxruntime":
                 # Conveyor's onnxruntime options are typed; Triton's are all strings.
