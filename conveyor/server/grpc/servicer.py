@@ -79,13 +79,10 @@ class InferenceServicer:
             "ModelConfig", "ModelStatistics", "ModelInfer", "ModelStreamInfer",
             "RepositoryIndex", "RepositoryModelLoad", "RepositoryModelUnload",
             "SystemSharedMemoryStatus", "SystemSharedMemoryRegister",
-            "SystemSharedMemoryUnregister",
+            "SystemSharedMemoryUnregister", "CudaSharedMemoryStatus",
+            "CudaSharedMemoryRegister", "CudaSharedMemoryUnregister",
         )  # fmt: skip
         handlers: dict[str, Callable[..., Any]] = {name: getattr(self, name) for name in names}
-        for name in (
-            "CudaSharedMemoryStatus", "CudaSharedMemoryRegister", "CudaSharedMemoryUnregister",
-        ):  # fmt: skip
-            handlers[name] = self._cuda_shared_memory
         return handlers
 
     # -- inference ------------------------------------------------------------------------
@@ -358,8 +355,24 @@ class InferenceServicer:
         return pb.SystemSharedMemoryUnregisterResponse()
 
     @answering_errors
-    async def _cuda_shared_memory(self, request: Message, context: Context) -> Any:
-        self.data.cuda_shared_memory()
+    async def CudaSharedMemoryStatus(
+        self, request: pb.CudaSharedMemoryStatusRequest, context: Context
+    ) -> Any:
+        self.data.cuda_shared_memory_status(request.name or None)  # no regions, or an error
+        return pb.CudaSharedMemoryStatusResponse()
+
+    @answering_errors
+    async def CudaSharedMemoryRegister(
+        self, request: pb.CudaSharedMemoryRegisterRequest, context: Context
+    ) -> Any:
+        self.data.register_cuda_shared_memory(request.name)
+
+    @answering_errors
+    async def CudaSharedMemoryUnregister(
+        self, request: pb.CudaSharedMemoryUnregisterRequest, context: Context
+    ) -> Any:
+        self.data.unregister_cuda_shared_memory(request.name or None)
+        return pb.CudaSharedMemoryUnregisterResponse()
 
 
 Received = tuple[pb.ModelInferRequest, Sequence[bytes | memoryview]]

@@ -203,7 +203,7 @@ class V2Routes:
         if expected != method or (action == "register" and name is None):
             raise NotFoundRoute(f"no route {method} {path}")
         if parts[2] == "cudasharedmemory":
-            self.data.cuda_shared_memory()
+            return self._cuda_shared_memory(action, name)
         if action == "status":
             return 200, dumps(self.data.system_shared_memory_status(name)), JSON
         if action == "unregister":
@@ -219,6 +219,16 @@ class V2Routes:
         offset = _size(request, "offset", 0, name)
         byte_size = _size(request, "byte_size", None, name)
         self.data.register_system_shared_memory(name, key, offset, byte_size)
+        return EMPTY_OK
+
+    def _cuda_shared_memory(self, action: str, name: str | None) -> Reply:
+        if action == "status":
+            return 200, dumps(self.data.cuda_shared_memory_status(name)), JSON
+        if action == "unregister":
+            self.data.unregister_cuda_shared_memory(name)
+            return EMPTY_OK
+        assert name is not None
+        self.data.register_cuda_shared_memory(name)
         return EMPTY_OK
 
     # -- inference ------------------------------------------------------------------------

@@ -56,12 +56,11 @@ GOOD: dict[str, tuple[Any, str]] = {
     "SystemSharedMemoryStatus": (pb.SystemSharedMemoryStatusRequest(), "OK"),
     "SystemSharedMemoryUnregister": (pb.SystemSharedMemoryUnregisterRequest(), "OK"),
     "SystemSharedMemoryRegister": (pb.SystemSharedMemoryRegisterRequest(), "INVALID_ARGUMENT"),
-    # CUDA's: registered on purpose to say there is no GPU, with a message.
-    **{
-        name: (METHODS[name].request(), "UNIMPLEMENTED")
-        for name in METHODS
-        if name.startswith("CudaSharedMemory")
-    },
+    # CUDA's: no region is ever registered (no GPU), as Triton built without GPUs answers;
+    # registering one is refused with a message.
+    "CudaSharedMemoryStatus": (pb.CudaSharedMemoryStatusRequest(), "OK"),
+    "CudaSharedMemoryUnregister": (pb.CudaSharedMemoryUnregisterRequest(), "OK"),
+    "CudaSharedMemoryRegister": (pb.CudaSharedMemoryRegisterRequest(), "UNIMPLEMENTED"),
     # Trace and logging extensions: declared, answered by their own front-end handlers.
     "TraceSetting": (pb.TraceSettingRequest(), "UNIMPLEMENTED"),
     "LogSettings": (pb.LogSettingsRequest(), "UNIMPLEMENTED"),
