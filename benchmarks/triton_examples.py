@@ -503,7 +503,7 @@ class Example:
     args: tuple[str, ...] = ()  # after -u; {image} is the test image
     protocol: str = "grpc"  # which port -u names
     server: str = "main"  # main | control7 | control8 | default_ports
-    known: str = ""  # why it cannot pass, when that is a missing feature, not a bug
+    known: str = ""  # why it cannot pass (a feature Conveyor lacks, or the client's own)
 
 
 CUDA = (
@@ -582,7 +582,8 @@ class Outcome:
     args: str
     passed: bool
     seconds: float
-    reason: str
+    reason: str  # why it failed: the known missing feature, else the example's last lines
+    output: str = ""  # the example's last lines when it failed, to check the reason against
 
 
 def _ports_free(*ports: int) -> bool:
@@ -597,7 +598,7 @@ def _ports_free(*ports: int) -> bool:
     return True
 
 
-def _last_lines(text: str, count: int = 3) -> str:
+def _last_lines(text: str, count: int = 6) -> str:
     lines = [line for line in text.strip().splitlines() if line.strip()]
     return " | ".join(lines[-count:])[:400]
 
@@ -626,8 +627,9 @@ def run_example(
     # traceback, or an error line.
     text = done.stdout + done.stderr
     failed = done.returncode != 0 or "Traceback" in text or "error" in done.stdout.lower()
-    reason = example.known if failed and example.known else _last_lines(text) if failed else ""
-    return Outcome(example.file, shown, not failed, seconds, reason)
+    output = _last_lines(text) if failed else ""
+    reason = (example.known or output) if failed else ""
+    return Outcome(example.file, shown, not failed, seconds, reason, output)
 
 
 @contextlib.contextmanager

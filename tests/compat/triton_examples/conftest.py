@@ -39,4 +39,3 @@ def client(server: RunningServer, protocol: str) -> Iterator[Any]:
 
 def module_of(protocol: str) -> Any:
     return httpclient if protocol == "http" else grpcclient
-

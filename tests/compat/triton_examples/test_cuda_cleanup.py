@@ -101,4 +101,3 @@ def test_unregistering_cuda_regions_is_refused_while_shared_memory_is_off(
             assert client.get_cuda_shared_memory_status() == []
         finally:
             client.close()
-
