@@ -667,6 +667,14 @@ def run_all(
             with _server(repository) as server:
                 for index, example in main:
                     record(index, run_example(folder, example, server, image))
+                # An example can pass while the server logged a failure it should not have.
+                logged = [
+                    line
+                    for line in server.output().splitlines()
+                    if "ERROR" in line or "Traceback" in line
+                ]
+                if logged:
+                    print("server logged errors:\n  " + "\n  ".join(logged[:20]), flush=True)
         for index, example in todo:
             if example.server.startswith("control"):
                 # A fresh server per run: the example loads and unloads models.
