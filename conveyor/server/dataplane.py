@@ -20,7 +20,7 @@ import asyncio
 import concurrent.futures
 import logging
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from conveyor.backends.base import SequenceInfo
 from conveyor.errors import DeadlineExceeded, InvalidInput, ModelNotReady, Unavailable, Unsupported
@@ -220,20 +220,28 @@ class DataPlane:
         """Triton's status entries: every region (``name`` None or empty), or one."""
         return self._regions().status(name or None)
 
+    # CUDA shared memory: no region can ever be registered (no GPU), so the other calls
+    # answer as Triton built without GPUs does. Clients (Triton's own examples among them)
+    # clear every CUDA region before they use system shared memory, and must not fail.
+
     def cuda_shared_memory_status(self, name: str | None) -> list[dict[str, Any]]:
-        """No CUDA region is ever registered here: the list of all is empty; one named
-        region cannot exist (this server has no GPU)."""
+        """No regions; a region asked for by name is not registered."""
         if name:
-            raise Unsupported(NO_CUDA)
+            raise InvalidInput(
+                f"Unable to find cuda shared memory region: '{name}' "
+                "(this server has no GPU, so no CUDA region is ever registered)"
+            )
         return []
 
     def unregister_cuda_shared_memory(self, name: str | None) -> None:
-        """Nothing to release: no CUDA region is ever registered here. Answering OK lets
-        clients that clean up both kinds at the end (perf_analyzer does) finish cleanly."""
+        """Nothing to unregister: succeeds, as Triton answers an unknown region."""
+        self._regions()  # refused, as for system regions, while shared memory is off
 
-    def register_cuda_shared_memory(self) -> None:
-        """Refused: this server has no GPU."""
-        raise Unsupported(NO_CUDA)
+    def register_cuda_shared_memory(self, name: str) -> NoReturn:
+        raise Unsupported(
+            f"failed to register CUDA shared memory region: '{name}', GPUs not supported: "
+            + NO_CUDA
+        )
 
     def close(self) -> None:
         """At shutdown, after the engine: release every shared-memory region."""

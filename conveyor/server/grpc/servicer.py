@@ -399,8 +399,14 @@ class InferenceServicer:
     async def CudaSharedMemoryStatus(
         self, request: pb.CudaSharedMemoryStatusRequest, context: Context
     ) -> Any:
-        self.data.cuda_shared_memory_status(request.name or None)  # none, ever: no GPU
+        self.data.cuda_shared_memory_status(request.name or None)  # no regions, or an error
         return pb.CudaSharedMemoryStatusResponse()
+
+    @answering_errors
+    async def CudaSharedMemoryRegister(
+        self, request: pb.CudaSharedMemoryRegisterRequest, context: Context
+    ) -> Any:
+        self.data.register_cuda_shared_memory(request.name)
 
     @answering_errors
     async def CudaSharedMemoryUnregister(
@@ -408,12 +414,6 @@ class InferenceServicer:
     ) -> Any:
         self.data.unregister_cuda_shared_memory(request.name or None)
         return pb.CudaSharedMemoryUnregisterResponse()
-
-    @answering_errors
-    async def CudaSharedMemoryRegister(
-        self, request: pb.CudaSharedMemoryRegisterRequest, context: Context
-    ) -> Any:
-        self.data.register_cuda_shared_memory()
 
 
 Received = tuple[pb.ModelInferRequest, Sequence[bytes | memoryview]]

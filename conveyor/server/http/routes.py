@@ -238,8 +238,8 @@ class V2Routes:
         if action == "unregister":
             self.data.unregister_cuda_shared_memory(name)
             return EMPTY_OK
-        self.data.register_cuda_shared_memory()
-        return EMPTY_OK
+        assert name is not None  # the router sends register only with a region name
+        self.data.register_cuda_shared_memory(name)  # always refused: no GPU
 
     # -- inference ------------------------------------------------------------------------
 

@@ -56,8 +56,8 @@ GOOD: dict[str, tuple[Any, str]] = {
     "SystemSharedMemoryStatus": (pb.SystemSharedMemoryStatusRequest(), "OK"),
     "SystemSharedMemoryUnregister": (pb.SystemSharedMemoryUnregisterRequest(), "OK"),
     "SystemSharedMemoryRegister": (pb.SystemSharedMemoryRegisterRequest(), "INVALID_ARGUMENT"),
-    # CUDA's: no region ever exists (empty status, unregister a no-op); registering one is
-    # refused with a message saying there is no GPU.
+    # CUDA's: no region is ever registered (no GPU), as Triton built without GPUs answers;
+    # registering one is refused with a message.
     "CudaSharedMemoryStatus": (pb.CudaSharedMemoryStatusRequest(), "OK"),
     "CudaSharedMemoryUnregister": (pb.CudaSharedMemoryUnregisterRequest(), "OK"),
     "CudaSharedMemoryRegister": (pb.CudaSharedMemoryRegisterRequest(), "UNIMPLEMENTED"),

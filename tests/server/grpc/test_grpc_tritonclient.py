@@ -207,11 +207,9 @@ def test_repository_index_ready_only(stub: Any) -> None:
     assert all(m.state == "READY" for m in ready.models)
 
 
-def test_cuda_shared_memory_has_no_regions_and_refuses_one(client: Any) -> None:
-    # System shared memory is served (tests/server/shm); CUDA's has no GPU to use: there
-    # is never a region (status empty, unregister a no-op), and registering is refused.
-    assert not client.get_cuda_shared_memory_status().regions
-    client.unregister_cuda_shared_memory()
+def test_cuda_shared_memory_register_answers_unimplemented(client: Any) -> None:
+    # System shared memory is served (tests/server/shm); CUDA's has no GPU to use. Status
+    # and unregister answer as Triton built without GPUs (tests/compat/triton_examples).
     status, message = status_of(lambda: client.register_cuda_shared_memory("r", b"aGFuZGxl", 0, 64))
     assert status == "StatusCode.UNIMPLEMENTED"
     assert "CUDA shared memory is not supported on this server (no GPU)" in message
