@@ -32,7 +32,7 @@ from conveyor.errors import (
     ShuttingDown,
     Unsupported,
 )
-from conveyor.futures import InferFuture, Outputs
+from conveyor.futures import InferFuture, Outputs, RequestTimeline
 from conveyor.repository.checks import model_warnings, repository_warnings
 from conveyor.repository.config import ModelConfig
 from conveyor.repository.ensemble import ENSEMBLE
@@ -175,11 +175,13 @@ class Engine:
         timeout: float | None = None,
         request_id: str | None = None,
         sequence: SequenceInfo | None = None,
+        timeline: RequestTimeline | None = None,
     ) -> InferFuture:
         """Queue one request and return its future at once; the compute runs elsewhere.
 
         ``sequence``: the sequence the request belongs to, for a model with
-        sequence_batching (see docs/sequences.md).
+        sequence_batching (see docs/sequences.md). ``timeline``: stamped with the request's
+        queue and compute times (tracing; ensembles are not stamped).
 
         Raises ModelNotFound, ModelNotReady, InvalidInput, QueueFull or ShuttingDown.
         """
@@ -202,6 +204,7 @@ class Engine:
             timeout=timeout,
             request_id=request_id,
             sequence=sequence,
+            timeline=timeline,
         )
 
     def stream(
