@@ -18,16 +18,25 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from conveyor.backends.base import SequenceInfo
-from conveyor.errors import DeadlineExceeded, InvalidInput, ModelNotReady, Unavailable, Unsupported
+from conveyor.errors import (
+    DeadlineExceeded,
+    InvalidInput,
+    ModelNotReady,
+    Unavailable,
+    Unsupported,
+)
 from conveyor.futures import InferFuture, Outputs
 from conveyor.protocol import metadata
 from conveyor.server import shared_memory as shm
 from conveyor.server.classified import ClassificationPlan, classified
 from conveyor.server.generate import GenerateResponses, generate_inputs
+from conveyor.server.tracing.extension import TraceExtension
+from conveyor.server.tracing.tracer import RequestTrace, Tracer
 
 if TYPE_CHECKING:
     import numpy as np
@@ -41,13 +50,14 @@ if TYPE_CHECKING:
 
 STARTING = "the server is starting: models are still loading"
 SYSTEM_SHARED_MEMORY = "system_shared_memory"
+TRACE = "trace"
 NO_CUDA = (
     "CUDA shared memory is not supported on this server (no GPU); use system shared memory "
     "or send tensors in the request"
 )
 
 
-class DataPlane:
+class DataPlane(TraceExtension):
     """Health, metadata, statistics, repository control and inference over one engine.
 
     ``strict_readiness`` (Triton's default): the server is ready only while every model it
@@ -65,9 +75,11 @@ class DataPlane:
         histograms: LatencyHistograms | None = None,
         shared_memory: shm.SharedMemoryRegistry | None = None,
         shared_memory_off: str = "it was not enabled",
+        tracer: Tracer | None = None,
     ) -> None:
         """``shared_memory``: the registry of system shared-memory regions, None when the
-        extension is off (``shared_memory_off`` then says why, in the errors)."""
+        extension is off (``shared_memory_off`` then says why, in the errors). ``tracer``:
+        the trace settings and sinks (Triton's trace extension; off unless configured)."""
         # The server starts with none and sets it once the models are loaded; an app that
         # embeds the routes passes its engine here.
         self.engine: Engine | None = engine
@@ -78,6 +90,8 @@ class DataPlane:
         self._shared_memory_off = shared_memory_off
         if shared_memory is not None:
             extensions = (*extensions, SYSTEM_SHARED_MEMORY)
+        self.tracer = tracer if tracer is not None else Tracer()
+        extensions = (*extensions, TRACE)
         self._server_metadata = metadata.server_metadata(version, extensions)
 
     def _engine(self) -> Engine:
@@ -212,6 +226,7 @@ class DataPlane:
         """At shutdown, after the engine: release every shared-memory region."""
         if self.shared_memory is not None:
             self.shared_memory.close()
+        self.tracer.close()  # the trace file's last traces, the spans still batched
 
     # -- inference --------------------------------------------------------------------------
 
@@ -227,6 +242,7 @@ class DataPlane:
         classifications: Mapping[str, int] | None = None,
         wait_limit: float | None = None,
         shared_memory: SharedMemoryUse | None = None,
+        trace: RequestTrace | None = None,
     ) -> InferFuture:
         """Submit one request; return its future at once (``future.model_version`` names
         the version serving it). Raises for a request the engine refuses.
@@ -237,8 +253,11 @@ class DataPlane:
         ``wait_limit``: seconds the caller will still wait for the answer (a gRPC deadline);
         the request's own timeout never runs past it. ``shared_memory``: inputs to read from,
         and outputs to write into, registered regions (the future completes once the outputs
-        are written; its results still hold them, for the response's shapes).
+        are written; its results still hold them, for the response's shapes). ``trace``: the
+        request's trace, from :meth:`begin_trace`, stamped by the engine.
         """
+        if trace is not None and not trace.decoded:
+            trace.decoded = time.perf_counter_ns()  # REQUEST_START: decoded, now submitted
         if shared_memory:
             return self._infer_in_regions(
                 shared_memory,
@@ -250,6 +269,7 @@ class DataPlane:
                 request_id=request_id,
                 classifications=classifications,
                 wait_limit=wait_limit,
+                trace=trace,
             )
         engine = self.engine
         if engine is None:
@@ -272,6 +292,7 @@ class DataPlane:
             timeout=timeout,
             request_id=request_id,
             sequence=_sequence(options),
+            timeline=None if trace is None else trace.timeline,
         )
         return future if plan is None else classified(future, plan)
 

@@ -20,6 +20,7 @@ from conveyor import options
 from conveyor.engine.engine import ModelControl
 from conveyor.protocol.limits import DEFAULT_MAX_MESSAGE_BYTES
 from conveyor.protocol.shared_memory import is_loopback
+from conveyor.server.tracing.config import TraceConfig, parse_trace_config
 
 # Defaults that other modules use too (each front end's own keyword defaults), written once.
 DEFAULT_DRAIN_TIMEOUT_S = 30.0
@@ -160,6 +161,15 @@ class Settings:
             "system turns it on, off turns it off"
         ),
     )
+    trace_config: tuple[str, ...] = dataclasses.field(
+        default=(),
+        metadata=_option(
+            "request tracing, as Triton's --trace-config (repeat): rate=N, level=TIMESTAMPS, "
+            "count=N, mode=triton|opentelemetry, triton,file=PATH, triton,log-frequency=N, "
+            "opentelemetry,url=OTLP_ENDPOINT (see docs/tracing.md); off by default",
+            metavar="[MODE,]SETTING=VALUE",
+        ),
+    )
 
     def __post_init__(self) -> None:
         try:  # a plain string (as from the command line or a caller) becomes the enum member
@@ -204,6 +214,7 @@ class Settings:
             path = getattr(self, name)
             if path is not None and not os.path.isfile(path):
                 raise ValueError(f"--{name.replace('_', '-')} {path!r} is not a file")
+        self.tracing()  # a bad --trace-config is refused here, naming the entry
 
     def shared_memory_off(self) -> str | None:
         """None when system shared memory is on; otherwise why it is off (for errors)."""
@@ -217,6 +228,10 @@ class Settings:
             f"it listens on {self.host}, not only on loopback, so its clients may be on "
             "other machines; start it with --shared-memory system to turn it on"
         )
+
+    def tracing(self) -> TraceConfig:
+        """The trace settings ``--trace-config`` gives (ValueError for a bad entry)."""
+        return parse_trace_config(self.trace_config)
 
     def with_environment(self, environ: Mapping[str, str]) -> Settings:
         """These settings with the token from ``$CONVEYOR_AUTH_TOKEN`` when none was given."""
