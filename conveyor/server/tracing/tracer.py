@@ -140,6 +140,7 @@ class Tracer:
             except InvalidInput:
                 self._store.restore(saved)  # settings that cannot run are not kept
                 raise
+            self._seen.clear()  # as Triton: new settings count the rate from the next request
             self._refresh()
         return updated.as_protocol()
 

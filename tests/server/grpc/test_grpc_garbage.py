@@ -62,8 +62,9 @@ GOOD: dict[str, tuple[Any, str]] = {
         for name in METHODS
         if name.startswith("CudaSharedMemory")
     },
-    # Trace and logging extensions: declared, answered by their own front-end handlers.
-    "TraceSetting": (pb.TraceSettingRequest(), "UNIMPLEMENTED"),
+    # The trace extension: an empty request reads the global settings.
+    "TraceSetting": (pb.TraceSettingRequest(), "OK"),
+    # The logging extension: declared, answered by its own front-end handler.
     "LogSettings": (pb.LogSettingsRequest(), "UNIMPLEMENTED"),
 }
 
