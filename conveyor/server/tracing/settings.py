@@ -128,8 +128,16 @@ class TraceSettingsStore:
         self._global: dict[str, object] = {}
         self._defaults = initial
         self._models: dict[str, dict[str, object]] = {}
+        # Each request being sampled reads its model's settings: built once per change.
+        self._cache: dict[str | None, TraceSettings] = {}
 
     def effective(self, model: str | None) -> TraceSettings:
+        cached = self._cache.get(model)
+        if cached is None:
+            cached = self._cache[model] = self._build(model)
+        return cached
+
+    def _build(self, model: str | None) -> TraceSettings:
         values = dict(self._global)
         if model:
             values.update(self._models.get(model, {}))
@@ -155,6 +163,7 @@ class TraceSettingsStore:
                 scope[name] = typed
         if model and not scope:
             self._models.pop(model, None)
+        self._cache.clear()
         return self.effective(model)
 
     def saved(self) -> tuple[dict[str, object], dict[str, dict[str, object]]]:
@@ -163,6 +172,7 @@ class TraceSettingsStore:
 
     def restore(self, saved: tuple[dict[str, object], dict[str, dict[str, object]]]) -> None:
         self._global, self._models = saved
+        self._cache.clear()
 
     def set_count(self, model: str | None, remaining: int) -> None:
         """Record the traces left where the count in effect for ``model`` is kept."""
@@ -170,6 +180,7 @@ class TraceSettingsStore:
             self._models[model]["trace_count"] = remaining
         else:
             self._global["trace_count"] = remaining
+        self._cache.clear()
 
     def any_on(self) -> bool:
         """True when some scope traces (the hot path's one check reads this, cached)."""
