@@ -36,7 +36,8 @@ from conveyor.server import shared_memory as shm
 from conveyor.server.classified import ClassificationPlan, classified
 from conveyor.server.generate import GenerateResponses, generate_inputs
 from conveyor.server.tracing.extension import TraceExtension
-from conveyor.server.tracing.tracer import RequestTrace, Tracer
+from conveyor.server.tracing.trace import RequestTrace
+from conveyor.server.tracing.tracer import Tracer
 
 if TYPE_CHECKING:
     import numpy as np

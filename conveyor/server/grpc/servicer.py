@@ -34,7 +34,7 @@ from conveyor.server.grpc.trace import trace_setting, traceparent
 
 if TYPE_CHECKING:
     from conveyor.server.dataplane import DataPlane
-    from conveyor.server.tracing.tracer import RequestTrace
+    from conveyor.server.tracing.trace import RequestTrace
 
 R = TypeVar("R", bound=Message)
 

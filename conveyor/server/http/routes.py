@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from conveyor.futures import InferFuture, Outputs
     from conveyor.server.dataplane import DataPlane
     from conveyor.server.generate import GenerateResponses
-    from conveyor.server.tracing.tracer import RequestTrace
+    from conveyor.server.tracing.trace import RequestTrace
 
 Headers = list[tuple[bytes, bytes]]
 # status, body, headers (content-type and any extras; the adapter adds content-length)

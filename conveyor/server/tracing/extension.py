@@ -15,7 +15,8 @@ if TYPE_CHECKING:
     from conveyor.engine import Engine
     from conveyor.futures import InferFuture
     from conveyor.server.tracing.settings import SettingValue
-    from conveyor.server.tracing.tracer import RequestTrace, Tracer
+    from conveyor.server.tracing.trace import RequestTrace
+    from conveyor.server.tracing.tracer import Tracer
 
 
 class TraceExtension:

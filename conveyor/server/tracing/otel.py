@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SpanExporter
 
-    from conveyor.server.tracing.tracer import RequestTrace
+    from conveyor.server.tracing.trace import RequestTrace
 
 EXTRA = (
     "trace_mode opentelemetry needs the OpenTelemetry SDK and OTLP exporter: "

@@ -15,7 +15,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from conveyor.server.tracing.tracer import RequestTrace
+    from conveyor.server.tracing.trace import RequestTrace
 
 
 def trace_object(trace: RequestTrace) -> dict[str, Any]:
