@@ -8,6 +8,7 @@ load generator (``conveyor bench``, closed loop, binary tensors) on another:
 - ``off``: the default; a request pays one attribute check for tracing.
 - ``rate 1000``: trace_level TIMESTAMPS, trace_mode triton, 1 request of every 1000 traced.
 - ``rate 1``: every request traced and written to Triton's trace file (every 1000 traces).
+- ``off again``: the first row once more; how far it lands from the first is the noise.
 
 Then, in process and with no server, the CPU one traced request costs the thread that
 answers it (``Tracer.begin`` to ``Tracer.finish``, the engine's stamps included): for the
@@ -37,6 +38,8 @@ VARIANTS = {
     "off": [],
     "rate 1000": ["level=TIMESTAMPS", "rate=1000", "triton,log-frequency=1000"],
     "rate 1": ["level=TIMESTAMPS", "rate=1", "triton,log-frequency=1000"],
+    # Off once more, last: the spread between the two off rows is the run's noise.
+    "off again": [],
 }
 
 
@@ -114,7 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--concurrency", type=int, default=4)
     p.add_argument("--out", default=str(RESULTS))
     args = p.parse_args(argv)
-    duration = args.duration or (1.0 if args.quick else 5.0)
+    duration = args.duration or (1.0 if args.quick else 4.0)
     warmup = 0.3 if args.quick else 1.0
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
