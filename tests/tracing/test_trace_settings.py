@@ -4,7 +4,6 @@ restores them, and bad values are refused naming the setting."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -66,21 +65,16 @@ def test_defaults_are_triton_s_and_strings(
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_model_overrides_global_and_clearing_restores_it(
-    clients: dict[str, Any], protocol: str, reset: None, tmp_path: Path
+    clients: dict[str, Any], protocol: str, reset: None
 ) -> None:
     client = clients[protocol]
-    trace_file = str(tmp_path / "global.json")
-    answer = update(
-        client,
-        protocol,
-        {"trace_rate": "7", "trace_file": trace_file, "trace_level": ["TIMESTAMPS"]},
-    )
+    answer = update(client, protocol, {"trace_rate": "7", "trace_mode": "opentelemetry"})
     assert answer["trace_rate"] == "7"
-    assert answer["trace_level"] == ["TIMESTAMPS"]
+    assert answer["trace_mode"] == "opentelemetry"
     model = update(client, protocol, {"trace_rate": "3", "log_frequency": "2"}, "tiny")
     assert model["trace_rate"] == "3"
     assert model["log_frequency"] == "2"
-    assert model["trace_file"] == trace_file  # not overridden: the global value
+    assert model["trace_mode"] == "opentelemetry"  # not overridden: the global value
     # The other protocol sees the same settings: they live once, in the server.
     other = "grpc" if protocol == "http" else "http"
     assert get(clients[other], other, "tiny")["trace_rate"] == "3"
@@ -103,7 +97,9 @@ BAD = [
     ({"trace_mode": "zipkin"}, "trace_mode", "triton, opentelemetry"),
     ({"verbosity": "1"}, "verbosity", "trace_level"),
     # Tracing on in triton mode with nowhere to write.
-    ({"trace_level": ["TIMESTAMPS"]}, "trace_file", "must name a file"),
+    ({"trace_level": ["TIMESTAMPS"]}, "trace_file", "--trace-config triton,file=PATH"),
+    # A client does not choose which file the server writes.
+    ({"trace_file": "/tmp/elsewhere.json"}, "trace_file", "cannot be changed"),
 ]
 
 

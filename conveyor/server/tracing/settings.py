@@ -59,6 +59,13 @@ class TraceSettings:
         }
 
 
+# A client that could name the file would choose which file the server writes: trace_file
+# is set only at start (as Triton no longer lets its trace API change it).
+FILE_AT_START_ONLY = "trace_file"
+TRACE_FILE_AT_START = (
+    "trace setting 'trace_file' cannot be changed through the trace API; start the server "
+    "with --trace-config triton,file=PATH"
+)
 NAMES = tuple(field.name for field in dataclasses.fields(TraceSettings))
 DEFAULTS = TraceSettings()
 
@@ -154,6 +161,10 @@ class TraceSettingsStore:
             empty = value is None or (not isinstance(value, str) and len(value) == 0)
             if name not in NAMES:
                 parse(name, "")  # raises, naming the settings there are
+            if name == FILE_AT_START_ONLY:
+                if not empty:
+                    raise InvalidInput(TRACE_FILE_AT_START)
+                continue  # clearing it: it was never set here, nothing to do
             parsed[name] = None if empty else parse(name, value)  # type: ignore[arg-type]
         scope = self._models.setdefault(model, {}) if model else self._global
         for name, typed in parsed.items():

@@ -84,7 +84,7 @@ class Tracer:
         if settings.on and settings.trace_mode is TraceMode.TRITON and not settings.trace_file:
             raise InvalidInput(
                 "trace setting 'trace_file' must name a file for trace_mode triton while "
-                "trace_level is not OFF"
+                "trace_level is not OFF; start the server with --trace-config triton,file=PATH"
             )
 
     def _refresh(self) -> None:
