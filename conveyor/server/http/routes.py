@@ -105,6 +105,9 @@ class V2Routes:
                 except asyncio.CancelledError:
                     pending.future.cancel()  # dropped while still queued: it never runs
                     raise
+                except Exception:
+                    pending.finish_trace()  # a traced request that failed keeps its trace
+                    raise
                 return pending.reply(results)
             if len(parts) == 6 and parts[4:] == ["trace", "setting"]:
                 return await self._trace_setting(method, parts[3], read_body)
