@@ -4,7 +4,8 @@ Needs the optional extra ``conveyor[tracing]`` (opentelemetry-sdk and the OTLP e
 only this module imports it, and only when that mode is first used.
 
 The spans are built once the response is handed to the transport, from the timestamps the
-trace holds (so no span is open while the request runs): ``infer`` (the request, as the
+trace holds (so no span is open while the request runs), on a thread of their own: the
+event loop only queues the finished trace. The spans: ``infer`` (the request, as the
 server saw it) with the children ``decode``, ``queue``, ``compute`` (itself parent of
 ``compute_input``, ``compute_infer``, ``compute_output``) and ``encode``. ``queue`` holds any
 wait for a batch to form: the engine does not time that apart. The network read before the
@@ -19,7 +20,10 @@ serve --trace-config opentelemetry,url=...`` sets the endpoint.
 
 from __future__ import annotations
 
+import logging
 import os
+import queue
+import threading
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -37,6 +41,9 @@ EXTRA = (
     "pip install 'conveyor[tracing]'"
 )
 SERVICE_NAME = "conveyor"
+MAX_QUEUED = 10_000  # traces waiting for their spans; more are dropped, never held
+CLOSE_TIMEOUT_S = 10.0
+log = logging.getLogger("conveyor.server.tracing")
 
 
 def require_sdk() -> None:
@@ -52,8 +59,9 @@ class OTelSink:
     provider is left alone: an application embedding Conveyor keeps its own)."""
 
     def __init__(self, exporter: SpanExporter, *, batch: bool = True) -> None:
-        """``batch``: export from a background thread (the server); False exports each
-        span as it ends (tests read an in-memory exporter at once)."""
+        """``batch``: build the spans on a thread of their own and export them in batches
+        (the server: the event loop only queues the trace); False builds and exports each
+        trace at once, on the caller's thread (tests read an in-memory exporter at once)."""
         require_sdk()
         from opentelemetry.propagators.textmap import DefaultGetter
         from opentelemetry.sdk.resources import Resource
@@ -70,6 +78,15 @@ class OTelSink:
         self._tracer = self._provider.get_tracer("conveyor.server")
         self._propagator = TraceContextTextMapPropagator()
         self._getter = DefaultGetter()
+        self._queue: queue.Queue[RequestTrace | None] | None = None
+        self._builder: threading.Thread | None = None
+        self._dropped = 0
+        if batch:
+            self._queue = queue.Queue(MAX_QUEUED)
+            self._builder = threading.Thread(
+                target=self._build_queued, name="conveyor-trace-spans", daemon=True
+            )
+            self._builder.start()
 
     @classmethod
     def from_environment(cls, endpoint: str | None = None) -> OTelSink:
@@ -99,6 +116,29 @@ class OTelSink:
         return cls(exporter)
 
     def record(self, trace: RequestTrace) -> None:
+        """Queue the trace for the span builder (or build its spans now, unbatched). Past
+        MAX_QUEUED waiting traces, new ones are dropped (and counted in the log)."""
+        if self._queue is None:
+            self._spans(trace)
+            return
+        try:
+            self._queue.put_nowait(trace)
+        except queue.Full:
+            self._dropped += 1
+            if self._dropped == 1 or self._dropped % 1000 == 0:
+                log.warning(
+                    "%d traces dropped: spans are built slower than requests come", self._dropped
+                )
+
+    def _build_queued(self) -> None:
+        assert self._queue is not None
+        while (trace := self._queue.get()) is not None:
+            try:
+                self._spans(trace)
+            except Exception:
+                log.exception("the spans of trace %d could not be built", trace.id)
+
+    def _spans(self, trace: RequestTrace) -> None:
         from opentelemetry import trace as api
 
         # The trace's clock is monotonic; spans carry wall-clock nanoseconds.
@@ -157,4 +197,8 @@ class OTelSink:
         root.end(end_time=trace.sent + to_wall)
 
     def close(self) -> None:
-        self._provider.shutdown()  # exports what is still batched
+        """Build the spans still queued, then export what is still batched."""
+        if self._queue is not None and self._builder is not None:
+            self._queue.put(None)
+            self._builder.join(CLOSE_TIMEOUT_S)
+        self._provider.shutdown()
