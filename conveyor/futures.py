@@ -24,6 +24,37 @@ Outputs = dict[str, np.ndarray]
 _completion_order = itertools.count()
 
 
+class RequestTimeline:
+    """When a traced request was queued and computed, in ``time.perf_counter_ns()``.
+
+    The engine fills it from the same clock readings its statistics come from, before the
+    future completes, so whoever awaits the future reads it whole. ``batch_size``: the
+    items of the execution the request ran in (with any requests batched with it).
+    """
+
+    __slots__ = (
+        "batch_size",
+        "compute_end",
+        "compute_input_end",
+        "compute_output_start",
+        "compute_start",
+        "queue_start",
+    )
+
+    def __init__(self) -> None:
+        self.queue_start = 0
+        self.compute_start = 0
+        self.compute_input_end = 0
+        self.compute_output_start = 0
+        self.compute_end = 0
+        self.batch_size = 0
+
+    @property
+    def computed(self) -> bool:
+        """False for a request that failed or was never run (nothing was stamped)."""
+        return self.compute_end != 0
+
+
 class InferFuture(concurrent.futures.Future[Outputs]):
     """The pending result of one inference.
 
@@ -38,6 +69,9 @@ class InferFuture(concurrent.futures.Future[Outputs]):
     model_name: str | None = None
     model_version: str | None = None
     completion_seq: int = -1
+    # Set only for a request being traced (see docs/tracing.md): the engine stamps its
+    # queue and compute times here before it answers; None costs the engine one check.
+    timeline: RequestTimeline | None = None
 
     # Stamped under the future's own lock: a second answer (an instance thread returning
     # after its execution timeout failed the request) raises InvalidStateError and must

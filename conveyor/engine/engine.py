@@ -33,7 +33,7 @@ from conveyor.errors import (
     Unavailable,
     Unsupported,
 )
-from conveyor.futures import InferFuture, Outputs
+from conveyor.futures import InferFuture, Outputs, RequestTimeline
 from conveyor.repository.checks import model_warnings, repository_warnings
 from conveyor.repository.config import ModelConfig
 from conveyor.repository.ensemble import ENSEMBLE
@@ -187,11 +187,13 @@ class Engine:
         timeout: float | None = None,
         request_id: str | None = None,
         sequence: SequenceInfo | None = None,
+        timeline: RequestTimeline | None = None,
     ) -> InferFuture:
         """Queue one request and return its future at once; the compute runs elsewhere.
 
         ``sequence``: the sequence the request belongs to, for a model with
-        sequence_batching (see docs/sequences.md).
+        sequence_batching (see docs/sequences.md). ``timeline``: stamped with the request's
+        queue and compute times (tracing; ensembles are not stamped).
 
         Raises ModelNotFound, ModelNotReady, InvalidInput, QueueFull or ShuttingDown.
         """
@@ -200,7 +202,7 @@ class Engine:
         served = self._version(model, version)
         try:
             return self._submit_to(served, model, inputs, outputs, priority, timeout,
-                                   request_id, sequence)  # fmt: skip
+                                   request_id, sequence, timeline)  # fmt: skip
         except ShuttingDown:
             # A reload swapped this version out between the lookup and the queueing (its
             # queue closed); the model is still served: queue on what serves it now.
@@ -210,7 +212,7 @@ class Engine:
             if current is served:
                 raise
             return self._submit_to(current, model, inputs, outputs, priority, timeout,
-                                   request_id, sequence)  # fmt: skip
+                                   request_id, sequence, timeline)  # fmt: skip
 
     @staticmethod
     def _submit_to(
@@ -222,6 +224,7 @@ class Engine:
         timeout: float | None,
         request_id: str | None,
         sequence: SequenceInfo | None,
+        timeline: RequestTimeline | None,
     ) -> InferFuture:
         if isinstance(served, EnsembleVersion):
             if sequence is not None:
@@ -239,6 +242,7 @@ class Engine:
             timeout=timeout,
             request_id=request_id,
             sequence=sequence,
+            timeline=timeline,
         )
 
     def stream(

@@ -33,7 +33,7 @@ from conveyor.errors import (
     ModelNotReady,
     RepositoryError,
 )
-from conveyor.futures import InferFuture
+from conveyor.futures import InferFuture, RequestTimeline
 from conveyor.protocol.datatypes import BYTES, datatype_of, numpy_dtype
 from conveyor.repository.config import InstanceKind, ModelConfig, TensorSpec
 
@@ -160,6 +160,7 @@ class ModelVersion:
         request_id: str | None,
         future: InferFuture | None = None,
         sequence: SequenceInfo | None = None,
+        timeline: RequestTimeline | None = None,
     ) -> InferFuture:
         """``future``: the one to answer (a stream's, see engine/decoupled.py); None: a new one.
         ``sequence``: the request's sequence; required by a sequence-batched model."""
@@ -181,6 +182,8 @@ class ModelVersion:
         future.request_id = request_id
         future.model_name = self.name
         future.model_version = self.version_label
+        if timeline is not None:
+            future.timeline = timeline
         batch_key: tuple[object, ...] = ()
         if self._policy is not None:
             batch_key = tuple((name, arrays[name].shape[1:]) for name in sorted(arrays))
@@ -417,6 +420,10 @@ class ModelVersion:
         t0, t1, t2 = times
         clock = self.queue.clock
         total = sum(r.batch_size for r in batch)
+        for request in batch:  # tracing: one check per request when it is off
+            if request.future.timeline is not None:
+                _stamp_timelines(batch, started, times, total)
+                break
         # Requests the watchdog already failed (execution timeout) are neither answered
         # twice nor counted as successes.
         delivered = []
@@ -636,6 +643,29 @@ def _settle(
     except InvalidStateError:
         return False
     return True
+
+
+def _stamp_timelines(
+    batch: list[Request], started: float, times: tuple[int, int, int], total: int
+) -> None:
+    """Stamp the traced requests of an execution, before any of them is answered.
+
+    The readings are the statistics' own: compute start, inputs ready and outputs started
+    (``times``), and each request's queue time (``started - enqueued`` on the queue clock,
+    which may be injected) placed before the compute start.
+    """
+    t0, t1, t2 = times
+    t3 = time.perf_counter_ns()  # outputs split and checked; the answers are sent next
+    for request in batch:
+        timeline = request.future.timeline
+        if timeline is None:
+            continue
+        timeline.queue_start = t0 - _ns(started - request.enqueued)
+        timeline.compute_start = t0
+        timeline.compute_input_end = t1
+        timeline.compute_output_start = t2
+        timeline.compute_end = t3
+        timeline.batch_size = total
 
 
 def _ns(seconds: float) -> int:

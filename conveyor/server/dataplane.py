@@ -19,11 +19,18 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from conveyor.backends.base import SequenceInfo
-from conveyor.errors import DeadlineExceeded, InvalidInput, ModelNotReady, Unavailable, Unsupported
+from conveyor.errors import (
+    DeadlineExceeded,
+    InvalidInput,
+    ModelNotReady,
+    Unavailable,
+    Unsupported,
+)
 from conveyor.futures import InferFuture, Outputs
 from conveyor.protocol import metadata
 from conveyor.server import shared_memory as shm
@@ -31,6 +38,9 @@ from conveyor.server.access_log import AccessLog
 from conveyor.server.classified import ClassificationPlan, classified
 from conveyor.server.generate import GenerateResponses, generate_inputs
 from conveyor.server.log_settings import updated as updated_log_settings
+from conveyor.server.tracing.extension import TraceExtension
+from conveyor.server.tracing.trace import RequestTrace
+from conveyor.server.tracing.tracer import Tracer
 
 if TYPE_CHECKING:
     import numpy as np
@@ -48,13 +58,14 @@ log = logging.getLogger("conveyor.server")
 STARTING = "the server is starting: models are still loading"
 SYSTEM_SHARED_MEMORY = "system_shared_memory"
 LOGGING = "logging"
+TRACE = "trace"
 NO_CUDA = (
     "CUDA shared memory is not supported on this server (no GPU); use system shared memory "
     "or send tensors in the request"
 )
 
 
-class DataPlane:
+class DataPlane(TraceExtension):
     """Health, metadata, statistics, repository control and inference over one engine.
 
     ``strict_readiness`` (Triton's default): the server is ready only while every model it
@@ -73,11 +84,14 @@ class DataPlane:
         shared_memory: shm.SharedMemoryRegistry | None = None,
         shared_memory_off: str = "it was not enabled",
         log_control: LogControl | None = None,
+        tracer: Tracer | None = None,
     ) -> None:
         """``shared_memory``: the registry of system shared-memory regions, None when the
         extension is off (``shared_memory_off`` then says why, in the errors).
         ``log_control``: the server's logging, for the logging extension (None: an app that
-        embeds the routes keeps its own logging, and the extension answers Unsupported)."""
+        embeds the routes keeps its own logging, and the extension answers Unsupported).
+        ``tracer``: the trace settings and sinks (Triton's trace extension; off unless
+        configured)."""
         # The server starts with none and sets it once the models are loaded; an app that
         # embeds the routes passes its engine here.
         self.engine: Engine | None = engine
@@ -93,6 +107,8 @@ class DataPlane:
         self.access_log = log_control.access if log_control is not None else AccessLog()
         if log_control is not None:
             extensions = (*extensions, LOGGING)
+        self.tracer = tracer if tracer is not None else Tracer()
+        extensions = (*extensions, TRACE)
         self._server_metadata = metadata.server_metadata(version, extensions)
 
     def _engine(self) -> Engine:
@@ -247,6 +263,7 @@ class DataPlane:
         """At shutdown, after the engine: release every shared-memory region."""
         if self.shared_memory is not None:
             self.shared_memory.close()
+        self.tracer.close()  # the trace file's last traces, the spans still batched
 
     # -- logging extension ------------------------------------------------------------------
 
@@ -283,6 +300,7 @@ class DataPlane:
         classifications: Mapping[str, int] | None = None,
         wait_limit: float | None = None,
         shared_memory: SharedMemoryUse | None = None,
+        trace: RequestTrace | None = None,
     ) -> InferFuture:
         """Submit one request; return its future at once (``future.model_version`` names
         the version serving it). Raises for a request the engine refuses.
@@ -293,8 +311,11 @@ class DataPlane:
         ``wait_limit``: seconds the caller will still wait for the answer (a gRPC deadline);
         the request's own timeout never runs past it. ``shared_memory``: inputs to read from,
         and outputs to write into, registered regions (the future completes once the outputs
-        are written; its results still hold them, for the response's shapes).
+        are written; its results still hold them, for the response's shapes). ``trace``: the
+        request's trace, from :meth:`begin_trace`, stamped by the engine.
         """
+        if trace is not None and not trace.decoded:
+            trace.decoded = time.perf_counter_ns()  # REQUEST_START: decoded, now submitted
         if shared_memory:
             return self._infer_in_regions(
                 shared_memory,
@@ -306,6 +327,7 @@ class DataPlane:
                 request_id=request_id,
                 classifications=classifications,
                 wait_limit=wait_limit,
+                trace=trace,
             )
         engine = self.engine
         if engine is None:
@@ -328,6 +350,7 @@ class DataPlane:
             timeout=timeout,
             request_id=request_id,
             sequence=_sequence(options),
+            timeline=None if trace is None else trace.timeline,
         )
         return future if plan is None else classified(future, plan)
 

@@ -35,6 +35,7 @@ from conveyor.server.metrics_port import metrics_front_end
 from conveyor.server.settings import Settings
 from conveyor.server.shared_memory import SharedMemoryRegistry
 from conveyor.server.tls import server_context
+from conveyor.server.tracing.tracer import Tracer
 
 log = logging.getLogger("conveyor.server")
 
@@ -65,6 +66,7 @@ class Server:
             shared_memory=SharedMemoryRegistry() if shared_memory_off is None else None,
             shared_memory_off=shared_memory_off or "",
             log_control=self.log_control,
+            tracer=_tracer(settings),
         )
         self.routes = V2Routes(self.data_plane)
         self.front_ends: list[FrontEnd] = []
@@ -216,6 +218,11 @@ class Server:
                 with contextlib.suppress(Exception):
                     await front_end.stop(0.5)
         self.front_ends = []
+
+
+def _tracer(settings: Settings) -> Tracer:
+    tracing = settings.tracing()
+    return Tracer(tracing.settings, otel_endpoint=tracing.otel_endpoint)
 
 
 def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:

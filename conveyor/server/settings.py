@@ -21,6 +21,7 @@ from conveyor.engine.engine import ModelControl
 from conveyor.protocol.limits import DEFAULT_MAX_MESSAGE_BYTES
 from conveyor.protocol.shared_memory import is_loopback
 from conveyor.server.log_settings import LogFormat, LogSettings
+from conveyor.server.tracing.config import TraceConfig, parse_trace_config
 
 # Defaults that other modules use too (each front end's own keyword defaults), written once.
 DEFAULT_DRAIN_TIMEOUT_S = 30.0
@@ -173,6 +174,15 @@ class Settings:
             "system turns it on, off turns it off"
         ),
     )
+    trace_config: tuple[str, ...] = dataclasses.field(
+        default=(),
+        metadata=_option(
+            "request tracing, as Triton's --trace-config (repeat): rate=N, level=TIMESTAMPS, "
+            "count=N, mode=triton|opentelemetry, triton,file=PATH, triton,log-frequency=N, "
+            "opentelemetry,url=OTLP_ENDPOINT (see docs/tracing.md); off by default",
+            metavar="[MODE,]SETTING=VALUE",
+        ),
+    )
 
     # -- logging (the start values of the logging extension's settings, docs/logging.md) --
     log_verbose: int = dataclasses.field(
@@ -267,6 +277,7 @@ class Settings:
             path = getattr(self, name)
             if path is not None and not os.path.isfile(path):
                 raise ValueError(f"--{name.replace('_', '-')} {path!r} is not a file")
+        self.tracing()  # a bad --trace-config is refused here, naming the entry
 
     @property
     def poll_interval(self) -> float:
@@ -311,6 +322,10 @@ class Settings:
         if level in ("error", "critical"):
             return dataclasses.replace(self, log_info=False, log_warning=False)
         return self
+
+    def tracing(self) -> TraceConfig:
+        """The trace settings ``--trace-config`` gives (ValueError for a bad entry)."""
+        return parse_trace_config(self.trace_config)
 
     def with_environment(self, environ: Mapping[str, str]) -> Settings:
         """These settings with the token from ``$CONVEYOR_AUTH_TOKEN`` when none was given."""

@@ -30,9 +30,11 @@ from conveyor.server.grpc.errors import (
     status_code,
 )
 from conveyor.server.grpc.service import unparseable
+from conveyor.server.grpc.trace import trace_setting, traceparent
 
 if TYPE_CHECKING:
     from conveyor.server.dataplane import DataPlane
+    from conveyor.server.tracing.trace import RequestTrace
 
 R = TypeVar("R", bound=Message)
 
@@ -83,7 +85,9 @@ class InferenceServicer:
             "SystemSharedMemoryUnregister", "CudaSharedMemoryStatus", "CudaSharedMemoryRegister",
             "CudaSharedMemoryUnregister", "LogSettings",
         )  # fmt: skip
-        return {name: getattr(self, name) for name in names}
+        handlers: dict[str, Callable[..., Any]] = {name: getattr(self, name) for name in names}
+        handlers["TraceSetting"] = self.TraceSetting
+        return handlers
 
     # -- inference ------------------------------------------------------------------------
 
@@ -97,17 +101,24 @@ class InferenceServicer:
     async def ModelInfer(self, received: Received | InvalidInput, context: Context) -> Any:
         # Not @answering_errors: the hot path keeps its one try block.
         started = self._clock()
+        data = self.data
+        trace = None
         try:
             if isinstance(received, InvalidInput):
                 raise received  # the message itself could not be parsed
+            if data.tracer.on:  # the one check tracing costs while it is off
+                model = received[0].model_name
+                trace = data.begin_trace(model, "grpc", traceparent(context))
             call = converters.infer_call(*received)
-            future = self._submit(call, context)
+            future = self._submit(call, context, trace)
             try:
                 outputs = await future
             except asyncio.CancelledError:
                 # The client went away (or its deadline passed): drop the request if queued.
                 future.cancel()
                 raise
+            if trace is not None:
+                trace.answered = time.perf_counter_ns()
             response = converters.infer_response_bytes(
                 call.model,
                 future.model_version or "",
@@ -120,8 +131,13 @@ class InferenceServicer:
                 self._access.grpc(
                     "ModelInfer", call.model, "OK", self._clock() - started, call.request_id
                 )
+            if trace is not None:
+                data.finish_trace(trace, future)
             return response
         except Exception as exc:
+            if trace is not None:
+                trace.answered = 0  # failed: no answer was encoded
+                data.finish_trace(trace, None)
             if isinstance(exc, UnaryToDecoupled):
                 exc = exc.said_by("ModelInfer RPC")  # Triton's words
             if self._access.enabled:
@@ -142,7 +158,9 @@ class InferenceServicer:
             request.id if request is not None else None,
         )
 
-    def _submit(self, call: converters.InferCall, context: Context) -> InferFuture:
+    def _submit(
+        self, call: converters.InferCall, context: Context, trace: RequestTrace | None = None
+    ) -> InferFuture:
         return self.data.infer(
             call.model,
             call.version,
@@ -153,6 +171,7 @@ class InferenceServicer:
             classifications=call.classifications,
             wait_limit=context.time_remaining(),  # the client's deadline bounds the request
             shared_memory=call.shared_memory,
+            trace=trace,
         )
 
     async def ModelStreamInfer(
@@ -414,6 +433,9 @@ class InferenceServicer:
     ) -> Any:
         self.data.unregister_cuda_shared_memory(request.name or None)
         return pb.CudaSharedMemoryUnregisterResponse()
+
+    async def TraceSetting(self, request: pb.TraceSettingRequest, context: Context) -> Any:
+        return trace_setting(self.data, request)
 
 
 Received = tuple[pb.ModelInferRequest, Sequence[bytes | memoryview]]

@@ -124,6 +124,7 @@ _INTERESTING = frozenset(
         b"content-encoding",
         b"accept-encoding",
         b"inference-header-content-length",
+        b"traceparent",
         b"expect",
         b"authorization",
     )
@@ -152,7 +153,11 @@ class InferRoutes(Routes, Protocol):
     """Routes whose infer requests start from the parser's callback, with no task."""
 
     def begin_infer(
-        self, path: str, body: BytesLike, header_length: bytes | None
+        self,
+        path: str,
+        body: BytesLike,
+        header_length: bytes | None,
+        traceparent: bytes | None = None,
     ) -> PendingInfer: ...
 
 
@@ -181,6 +186,7 @@ class _Request:
         "request_id",
         "size",
         "started",
+        "traceparent",
     )
 
     def __init__(self) -> None:
@@ -192,6 +198,7 @@ class _Request:
         self.accept: bytes | None = None
         self.authorization: bytes | None = None
         self.header_length: bytes | None = None
+        self.traceparent: bytes | None = None  # W3C trace context, for tracing
         self.length: int | None = None  # Content-Length
         self.chunked = False  # a Transfer-Encoding header was sent
         self.direct: memoryview | None = None  # the body's own buffer, when read directly
@@ -362,6 +369,8 @@ class HTTPProtocol(asyncio.BufferedProtocol):
             request.expect_continue = True
         elif name == b"authorization":
             request.authorization = value
+        elif name == b"traceparent":
+            request.traceparent = value
 
     def on_headers_complete(self) -> None:
         request = self._current
@@ -458,7 +467,7 @@ class HTTPProtocol(asyncio.BufferedProtocol):
                 body = bodies.decompress(body, request.encoding, self._limit)
             infer = self._begin_infer
             if infer is not None and request.method == "POST" and request.path.endswith("/infer"):
-                pending = infer(request.path, body, request.header_length)
+                pending = infer(request.path, body, request.header_length, request.traceparent)
                 self._inflight = pending
                 pending.future.add_done_callback(
                     lambda _: self._loop.call_soon_threadsafe(self._infer_done, request, pending)
@@ -479,6 +488,8 @@ class HTTPProtocol(asyncio.BufferedProtocol):
         except Exception as exc:  # the engine's error, or cancelled
             status, error_body, headers = self._error(exc)
             body = [error_body]
+            if pending.trace is not None:
+                pending.finish_trace()
         self._respond(request, status, body, headers)
 
     async def _route(self, request: _Request, body: BytesLike) -> None:

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from conveyor.futures import InferFuture, Outputs
     from conveyor.server.dataplane import DataPlane
     from conveyor.server.generate import GenerateResponses
+    from conveyor.server.tracing.trace import RequestTrace
 
 Headers = list[tuple[bytes, bytes]]
 # status, body, headers (content-type and any extras; the adapter adds content-length)
@@ -104,7 +105,12 @@ class V2Routes:
                 except asyncio.CancelledError:
                     pending.future.cancel()  # dropped while still queued: it never runs
                     raise
+                except Exception:
+                    pending.finish_trace()  # a traced request that failed keeps its trace
+                    raise
                 return pending.reply(results)
+            if len(parts) == 6 and parts[4:] == ["trace", "setting"]:
+                return await self._trace_setting(method, parts[3], read_body)
             return self._models(method, parts, path)
         route = "/".join(parts[2:])
         if route == "" and method == "GET":
@@ -113,6 +119,8 @@ class V2Routes:
             return _health("live", None if self.data.live() else "server is not live")
         if route == "health/ready" and method == "GET":
             return self._server_ready()
+        if route == "trace/setting":
+            return await self._trace_setting(method, None, read_body)
         if route == "openapi.json" and method == "GET":
             return 200, self._openapi, JSON
         if len(parts) >= 4 and parts[2] in ("systemsharedmemory", "cudasharedmemory"):
@@ -142,6 +150,18 @@ class V2Routes:
         finally:
             responses.close()
         return 200, dumps(only_response(answers, model)), JSON
+
+    # -- trace extension -----------------------------------------------------------------
+
+    async def _trace_setting(self, method: str, model: str | None, read_body: ReadBody) -> Reply:
+        """``GET/POST /v2[/models/M]/trace/setting``: every setting as a string (trace_level
+        a list); a POST names the settings to change, null clears one."""
+        if method == "GET":
+            return 200, dumps(self.data.trace_settings(model)), JSON
+        if method != "POST":
+            raise NotFoundRoute(f"no route {method} trace/setting")
+        changes = _json_object(await read_body(), "trace setting request")
+        return 200, dumps(self.data.update_trace_settings(model, changes)), JSON
 
     # -- health and metadata --------------------------------------------------------------
 
@@ -244,14 +264,23 @@ class V2Routes:
     # -- inference ------------------------------------------------------------------------
 
     def begin_infer(
-        self, path: str, body: binary.BytesLike, header_length: bytes | None
+        self,
+        path: str,
+        body: binary.BytesLike,
+        header_length: bytes | None,
+        traceparent: bytes | None = None,
     ) -> PendingInfer:
         """Decode and submit an infer request (``path`` ends in /infer); does not wait.
 
         Raises for a bad request; the returned future completes on an engine thread.
+        ``traceparent``: the W3C trace-context header, continued by a traced request.
         """
         started = self._clock()
         model, version = _model_and_version(path.split("/"), path)
+        data = self.data
+        trace = None
+        if data.tracer.on:  # the one check tracing costs while it is off
+            trace = data.begin_trace(model, "http", _header_text(traceparent))
         request = infer.decode_request(body, binary.parse_header_length(header_length, len(body)))
         future = self.data.infer(
             model,
@@ -262,14 +291,17 @@ class V2Routes:
             request_id=request.id,
             classifications=request.classifications,
             shared_memory=request.shared_memory,
+            trace=trace,
         )
-        return PendingInfer(future, model, request, started, self)
+        pending = PendingInfer(future, model, request, started, self)
+        pending.trace = trace
+        return pending
 
 
 class PendingInfer:
     """A submitted infer request: its engine future, and how to answer once it completes."""
 
-    __slots__ = ("_routes", "future", "model", "request", "started")
+    __slots__ = ("_routes", "future", "model", "request", "started", "trace")
 
     def __init__(
         self,
@@ -284,6 +316,7 @@ class PendingInfer:
         self.request = request
         self.started = started
         self._routes = routes
+        self.trace: RequestTrace | None = None  # set when the request is traced
 
     def reply(self, results: Outputs) -> Reply:
         header, buffers, headers = self._encode(results)
@@ -294,15 +327,29 @@ class PendingInfer:
         header, buffers, headers = self._encode(results)
         return 200, [header, *buffers], headers
 
+    def finish_trace(self) -> None:
+        """A traced request's answer (or error) is about to be written: record its trace."""
+        if self.trace is not None:
+            self._routes.data.finish_trace(self.trace, self.future)
+
     def _encode(self, results: Outputs) -> tuple[bytes, list[binary.Chunk], Headers]:
         future = self.future
         served = future.model_version or ""
+        trace = self.trace
+        if trace is not None:
+            trace.answered = time.perf_counter_ns()
         header, buffers = infer.encode_response_parts(self.model, served, self.request, results)
         routes = self._routes
         routes.data.observe_latency(future, routes._clock() - self.started, "http")
+        if trace is not None:
+            self.finish_trace()
         if not buffers:
             return header, buffers, JSON
         return header, buffers, [BINARY_TYPE, (HEADER_LENGTH, b"%d" % len(header))]
+
+
+def _header_text(value: bytes | None) -> str | None:
+    return None if value is None else value.decode("latin-1")
 
 
 def _health(field: str, not_reason: str | None) -> Reply:

@@ -61,8 +61,8 @@ GOOD: dict[str, tuple[Any, str]] = {
     "CudaSharedMemoryStatus": (pb.CudaSharedMemoryStatusRequest(), "OK"),
     "CudaSharedMemoryUnregister": (pb.CudaSharedMemoryUnregisterRequest(), "OK"),
     "CudaSharedMemoryRegister": (pb.CudaSharedMemoryRegisterRequest(), "UNIMPLEMENTED"),
-    # Trace and logging extensions: declared, answered by their own front-end handlers.
-    "TraceSetting": (pb.TraceSettingRequest(), "UNIMPLEMENTED"),
+    # Trace and logging extensions: an empty request reads the settings.
+    "TraceSetting": (pb.TraceSettingRequest(), "OK"),
     "LogSettings": (pb.LogSettingsRequest(), "OK"),
 }
 

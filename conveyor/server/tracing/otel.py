@@ -1,0 +1,204 @@
+"""trace_mode opentelemetry: each traced request becomes spans, exported over OTLP.
+
+Needs the optional extra ``conveyor[tracing]`` (opentelemetry-sdk and the OTLP exporters);
+only this module imports it, and only when that mode is first used.
+
+The spans are built once the response is handed to the transport, from the timestamps the
+trace holds (so no span is open while the request runs), on a thread of their own: the
+event loop only queues the finished trace. The spans: ``infer`` (the request, as the
+server saw it) with the children ``decode``, ``queue``, ``compute`` (itself parent of
+``compute_input``, ``compute_infer``, ``compute_output``) and ``encode``. ``queue`` holds any
+wait for a batch to form: the engine does not time that apart. The network read before the
+request was whole and the write after the response was handed over are not timed. A
+``traceparent`` the client sent (W3C trace context) makes ``infer`` a child of its span.
+
+The exporter is configured the standard way: ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` /
+``OTEL_EXPORTER_OTLP_ENDPOINT``, ``OTEL_EXPORTER_OTLP_TRACES_PROTOCOL`` (``http/protobuf``,
+the default, or ``grpc``), ``OTEL_SERVICE_NAME`` and ``OTEL_RESOURCE_ATTRIBUTES``; ``conveyor
+serve --trace-config opentelemetry,url=...`` sets the endpoint.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import threading
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from conveyor.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SpanExporter
+
+    from conveyor.server.tracing.trace import RequestTrace
+
+EXTRA = (
+    "trace_mode opentelemetry needs the OpenTelemetry SDK and OTLP exporter: "
+    "pip install 'conveyor[tracing]'"
+)
+SERVICE_NAME = "conveyor"
+MAX_QUEUED = 10_000  # traces waiting for their spans; more are dropped, never held
+CLOSE_TIMEOUT_S = 10.0
+log = logging.getLogger("conveyor.server.tracing")
+
+
+def require_sdk() -> None:
+    """InvalidInput naming the extra when the OpenTelemetry SDK is not installed."""
+    try:
+        import opentelemetry.sdk.trace  # noqa: F401
+    except ImportError:
+        raise InvalidInput(EXTRA) from None
+
+
+class OTelSink:
+    """Turns finished traces into spans on its own tracer provider (the process's global
+    provider is left alone: an application embedding Conveyor keeps its own)."""
+
+    def __init__(self, exporter: SpanExporter, *, batch: bool = True) -> None:
+        """``batch``: build the spans on a thread of their own and export them in batches
+        (the server: the event loop only queues the trace); False builds and exports each
+        trace at once, on the caller's thread (tests read an in-memory exporter at once)."""
+        require_sdk()
+        from opentelemetry.propagators.textmap import DefaultGetter
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
+        from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+        resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME", "")})
+        if not resource.attributes.get("service.name"):
+            resource = resource.merge(Resource({"service.name": SERVICE_NAME}))
+        self._provider: TracerProvider = TracerProvider(resource=resource)
+        processor = BatchSpanProcessor(exporter) if batch else SimpleSpanProcessor(exporter)
+        self._provider.add_span_processor(processor)
+        self._tracer = self._provider.get_tracer("conveyor.server")
+        self._propagator = TraceContextTextMapPropagator()
+        self._getter = DefaultGetter()
+        self._queue: queue.Queue[RequestTrace | None] | None = None
+        self._builder: threading.Thread | None = None
+        self._dropped = 0
+        if batch:
+            self._queue = queue.Queue(MAX_QUEUED)
+            self._builder = threading.Thread(
+                target=self._build_queued, name="conveyor-trace-spans", daemon=True
+            )
+            self._builder.start()
+
+    @classmethod
+    def from_environment(cls, endpoint: str | None = None) -> OTelSink:
+        """The OTLP exporter the OTEL_* variables describe; ``endpoint`` (the trace
+        config's url) overrides theirs."""
+        require_sdk()
+        protocol = os.environ.get(
+            "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+            os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"),
+        )
+        exporter: Any
+        if protocol == "grpc":
+            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+
+            exporter = OTLPSpanExporter(endpoint=endpoint) if endpoint else OTLPSpanExporter()
+        elif protocol == "http/protobuf":
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
+                OTLPSpanExporter as HTTPSpanExporter,
+            )
+
+            exporter = HTTPSpanExporter(endpoint=endpoint) if endpoint else HTTPSpanExporter()
+        else:
+            raise InvalidInput(
+                f"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL must be http/protobuf or grpc, got "
+                f"{protocol!r}"
+            )
+        return cls(exporter)
+
+    def record(self, trace: RequestTrace) -> None:
+        """Queue the trace for the span builder (or build its spans now, unbatched). Past
+        MAX_QUEUED waiting traces, new ones are dropped (and counted in the log)."""
+        if self._queue is None:
+            self._spans(trace)
+            return
+        try:
+            self._queue.put_nowait(trace)
+        except queue.Full:
+            self._dropped += 1
+            if self._dropped == 1 or self._dropped % 1000 == 0:
+                log.warning(
+                    "%d traces dropped: spans are built slower than requests come", self._dropped
+                )
+
+    def _build_queued(self) -> None:
+        assert self._queue is not None
+        while (trace := self._queue.get()) is not None:
+            try:
+                self._spans(trace)
+            except Exception:
+                log.exception("the spans of trace %d could not be built", trace.id)
+
+    def _spans(self, trace: RequestTrace) -> None:
+        from opentelemetry import trace as api
+
+        # The trace's clock is monotonic; spans carry wall-clock nanoseconds.
+        to_wall = time.time_ns() - time.perf_counter_ns()
+        parent = None
+        if trace.traceparent:
+            carrier: Mapping[str, str] = {"traceparent": trace.traceparent}
+            parent = self._propagator.extract(carrier, getter=self._getter)
+        timeline = trace.timeline
+        attributes: dict[str, str | int] = {
+            "model_name": trace.model,
+            "model_version": trace.version,
+            "request_id": trace.request_id,
+            "protocol": trace.protocol,
+            "trace_id": trace.id,
+        }
+        if timeline.computed:
+            attributes["batch_size"] = timeline.batch_size
+        root = self._tracer.start_span(
+            "infer",
+            context=parent,
+            kind=api.SpanKind.SERVER,
+            start_time=trace.received + to_wall,
+            attributes=attributes,
+        )
+        for name, ns in trace.timestamps():
+            root.add_event(name, timestamp=ns + to_wall)
+        inside = api.set_span_in_context(root)
+
+        def child(name: str, start: int, end: int, context: Any = inside) -> Any:
+            span = self._tracer.start_span(name, context=context, start_time=start + to_wall)
+            span.end(end_time=end + to_wall)
+            return span
+
+        if trace.decoded:
+            child("decode", trace.received, trace.decoded)
+        if timeline.computed:
+            child("queue", timeline.queue_start, timeline.compute_start)
+            compute = self._tracer.start_span(
+                "compute",
+                context=inside,
+                start_time=timeline.compute_start + to_wall,
+                attributes={"batch_size": timeline.batch_size},
+            )
+            within = api.set_span_in_context(compute)
+            child("compute_input", timeline.compute_start, timeline.compute_input_end, within)
+            child(
+                "compute_infer", timeline.compute_input_end, timeline.compute_output_start, within
+            )
+            child("compute_output", timeline.compute_output_start, timeline.compute_end, within)
+            compute.end(end_time=timeline.compute_end + to_wall)
+        if trace.answered:
+            child("encode", trace.answered, trace.sent)
+        else:
+            root.set_status(api.Status(api.StatusCode.ERROR, "the request failed"))
+        root.end(end_time=trace.sent + to_wall)
+
+    def close(self) -> None:
+        """Build the spans still queued, then export what is still batched."""
+        if self._queue is not None and self._builder is not None:
+            self._queue.put(None)
+            self._builder.join(CLOSE_TIMEOUT_S)
+        self._provider.shutdown()
