@@ -434,6 +434,7 @@ class InferenceServicer:
         self.data.unregister_cuda_shared_memory(request.name or None)
         return pb.CudaSharedMemoryUnregisterResponse()
 
+    @answering_errors
     async def TraceSetting(self, request: pb.TraceSettingRequest, context: Context) -> Any:
         return trace_setting(self.data, request)
 
