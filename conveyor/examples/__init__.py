@@ -18,7 +18,7 @@ from conveyor.examples import onnx_models
 from conveyor.examples.cache import cache_root
 from conveyor.examples.minilm import INSTALL_COMMAND, installed, weights_dir
 from conveyor.examples.minilm.paths import MINILM_SOURCE
-from conveyor.examples.minilm.repository import openvino_available, write_models
+from conveyor.examples.minilm.repository import missing_packages, openvino_available, write_models
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +39,9 @@ def _fingerprint() -> str:
     digest.update(Path(onnx_models.__file__).read_bytes())
     # Installing (or moving) the MiniLM weights changes which models the repository holds.
     minilm = weights_dir()
-    digest.update(f"minilm:{minilm.resolve()}:{installed(minilm)}:{openvino_available()}".encode())
+    digest.update(
+        f"minilm:{minilm.resolve()}:{installed(minilm)}:{openvino_available()}:{missing_packages()}".encode()
+    )
     for path in sorted(MINILM_SOURCE.glob("*.py")):
         digest.update(path.read_bytes())
     return digest.hexdigest()[:12]
@@ -60,8 +62,14 @@ def example_repository(root: Path | None = None) -> Path:
         if not model_file.exists():
             build(model_file)
     minilm = weights_dir()
-    if installed(minilm):
+    missing = missing_packages()
+    if installed(minilm) and not missing:
         write_models(minilm, target)
+    elif missing:
+        log.info(
+            "the example model 'minilm' is not served: it needs %s (pip install 'conveyor[minilm]')",
+            ", ".join(missing),
+        )
     else:
         log.info(
             "the example model 'minilm' is not served: its weights are not in %s; "

@@ -13,6 +13,7 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -70,7 +71,7 @@ class _Graph:
         # torch's Linear keeps [out, in]; MatMul wants [in, out]: transpose once, here.
         return self.const(key, np.ascontiguousarray(value.T) if transpose else value)
 
-    def op(self, op_type: str, inputs: list[str], hint: str | None = None, **attrs: object) -> str:
+    def op(self, op_type: str, inputs: list[str], hint: str | None = None, **attrs: Any) -> str:
         out = self.fresh(hint or op_type.lower())
         self.nodes.append(helper.make_node(op_type, inputs, [out], **attrs))
         return out

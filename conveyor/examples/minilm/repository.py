@@ -75,6 +75,13 @@ def openvino_available() -> bool:
     return importlib.util.find_spec("openvino") is not None
 
 
+def missing_packages() -> list[str]:
+    """The Python packages the MiniLM models need that are not installed (the minilm extra)."""
+    return [
+        name for name in ("tokenizers", "safetensors") if importlib.util.find_spec(name) is None
+    ]
+
+
 def write_models(weights: Path, target: Path) -> list[str]:
     """The MiniLM model folders under ``target``, from installed ``weights``; their names."""
     encoder_file = weights / ENCODER_FILE

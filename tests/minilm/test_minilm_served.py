@@ -1,0 +1,91 @@
+"""``minilm`` served by ``conveyor serve`` (no repository: the built-in examples), called with
+tritonclient over HTTP, against sentence-transformers' own embeddings."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
+
+from conveyor.examples.minilm.repository import openvino_available
+from conveyor.testing import RunningServer, run_server
+from tests.minilm.reference import assert_matches, load_reference
+
+SENTENCES, EXPECTED, _ = load_reference()
+MODELS = [
+    "minilm",
+    pytest.param(
+        "minilm_openvino",
+        marks=pytest.mark.skipif(not openvino_available(), reason="OpenVINO is not installed"),
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def server(minilm_weights: Path) -> Iterator[RunningServer]:
+    with run_server(ready_timeout=300) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def client(server: RunningServer) -> Iterator[httpclient.InferenceServerClient]:
+    client = httpclient.InferenceServerClient(server.http_url.removeprefix("http://"))
+    yield client
+    client.close()
+
+
+def embed(client: httpclient.InferenceServerClient, model: str, texts: list[bytes]) -> np.ndarray:
+    tensor = httpclient.InferInput("TEXT", [len(texts)], "BYTES")
+    tensor.set_data_from_numpy(np.array(texts, dtype=object))
+    result = client.infer(model, [tensor]).as_numpy("EMBEDDING")
+    assert result is not None
+    return result
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_one_batch_matches_sentence_transformers(
+    client: httpclient.InferenceServerClient, model: str
+) -> None:
+    got = embed(client, model, [s.encode("utf-8") for s in SENTENCES])
+    assert_matches(got, EXPECTED)
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_each_sentence_alone_matches(client: httpclient.InferenceServerClient, model: str) -> None:
+    """Alone, a text has no padding: the same embedding as padded in a batch."""
+    rows = [embed(client, model, [sentence.encode("utf-8")]) for sentence in SENTENCES]
+    assert_matches(np.concatenate(rows), EXPECTED)
+
+
+def test_metadata_declares_text_in_embedding_out(client: httpclient.InferenceServerClient) -> None:
+    metadata = client.get_model_metadata("minilm")
+    assert metadata["platform"] == "ensemble"
+    assert metadata["inputs"] == [{"name": "TEXT", "datatype": "BYTES", "shape": [-1]}]
+    assert metadata["outputs"] == [{"name": "EMBEDDING", "datatype": "FP32", "shape": [-1, 384]}]
+    steps = client.get_model_config("minilm")["ensemble_scheduling"]["step"]
+    assert [step["model_name"] for step in steps] == ["minilm_tokenizer", "minilm_encoder"]
+
+
+def test_tokenizer_truncates_at_max_seq_length(client: httpclient.InferenceServerClient) -> None:
+    longest = max(SENTENCES, key=len)
+    tensor = httpclient.InferInput("TEXT", [2], "BYTES")
+    tensor.set_data_from_numpy(np.array([longest.encode(), b""], dtype=object))
+    result = client.infer("minilm_tokenizer", [tensor])
+    ids, mask = result.as_numpy("input_ids"), result.as_numpy("attention_mask")
+    assert ids is not None and mask is not None
+    assert ids.shape == mask.shape == (2, 256)
+    assert (ids[0, 0], ids[0, -1]) == (101, 102)  # [CLS] ... [SEP], cut to fit
+    assert mask[0].sum() == 256 and mask[1].sum() == 2  # the empty text: [CLS] [SEP]
+    assert list(ids[1, :3]) == [101, 102, 0]  # padded with [PAD]
+
+
+def test_text_that_is_not_utf8_is_refused(client: httpclient.InferenceServerClient) -> None:
+    tensor = httpclient.InferInput("TEXT", [1], "BYTES")
+    tensor.set_data_from_numpy(np.array([b"\xff\xfe"], dtype=object))
+    with pytest.raises(InferenceServerException, match="not UTF-8") as caught:
+        client.infer("minilm", [tensor])
+    assert caught.value.status() == "400"
