@@ -67,7 +67,8 @@ def example_repository(root: Path | None = None) -> Path:
         write_models(minilm, target)
     elif missing:
         log.info(
-            "the example model 'minilm' is not served: it needs %s (pip install 'conveyor[minilm]')",
+            "the example model 'minilm' is not served: it needs %s "
+            "(pip install 'conveyor[minilm]')",
             ", ".join(missing),
         )
     else:
