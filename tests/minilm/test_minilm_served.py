@@ -3,6 +3,9 @@ tritonclient over HTTP, against sentence-transformers' own embeddings."""
 
 from __future__ import annotations
 
+import json
+import re
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -89,3 +92,24 @@ def test_text_that_is_not_utf8_is_refused(client: httpclient.InferenceServerClie
     with pytest.raises(InferenceServerException, match="not UTF-8") as caught:
         client.infer("minilm", [tensor])
     assert caught.value.status() == "400"
+
+
+DOCUMENT = Path(__file__).resolve().parents[2] / "docs" / "minilm.md"
+
+
+def documented_curl() -> str:
+    """The curl block of docs/minilm.md, as printed (marked not-tested there: it runs here)."""
+    text = DOCUMENT.read_text(encoding="utf-8")
+    match = re.search(r"```bash\n(curl [^`]*/v2/models/minilm/infer[^`]*)```", text)
+    assert match, "docs/minilm.md lost its curl example"
+    return match.group(1)
+
+
+def test_the_documented_curl_answers_an_embedding(server: RunningServer) -> None:
+    command = documented_curl().replace("127.0.0.1:8000", server.http_url.removeprefix("http://"))
+    answer = subprocess.run(
+        ["bash", "-c", command], capture_output=True, text=True, timeout=60, check=True
+    )
+    (output,) = json.loads(answer.stdout)["outputs"]
+    assert (output["name"], output["datatype"], output["shape"]) == ("EMBEDDING", "FP32", [1, 384])
+    assert abs(np.linalg.norm(output["data"]) - 1.0) < 1e-5
