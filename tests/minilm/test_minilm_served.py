@@ -113,3 +113,35 @@ def test_the_documented_curl_answers_an_embedding(server: RunningServer) -> None
     (output,) = json.loads(answer.stdout)["outputs"]
     assert (output["name"], output["datatype"], output["shape"]) == ("EMBEDDING", "FP32", [1, 384])
     assert abs(np.linalg.norm(output["data"]) - 1.0) < 1e-5
+
+
+def encoder_counts(client: httpclient.InferenceServerClient) -> tuple[int, int]:
+    (stats,) = client.get_inference_statistics("minilm_encoder")["model_stats"]
+    return int(stats["inference_count"]), int(stats["execution_count"])
+
+
+def test_concurrent_texts_of_different_lengths_batch_and_keep_their_rows(
+    server: RunningServer, client: httpclient.InferenceServerClient
+) -> None:
+    """The encoder batches ragged requests (padded to the longest); each gets its own row."""
+    concurrent = httpclient.InferenceServerClient(
+        server.http_url.removeprefix("http://"), concurrency=16
+    )
+    order = list(range(len(SENTENCES))) * 2
+    try:
+        for _ in range(5):  # batching depends on timing: a few rounds make it certain
+            before = encoder_counts(client)
+            handles = []
+            for index in order:
+                tensor = httpclient.InferInput("TEXT", [1], "BYTES")
+                tensor.set_data_from_numpy(np.array([SENTENCES[index].encode()], dtype=object))
+                handles.append(concurrent.async_infer("minilm", [tensor]))
+            rows = [handle.get_result().as_numpy("EMBEDDING") for handle in handles]
+            assert_matches(np.concatenate(rows), EXPECTED[order])
+            after = encoder_counts(client)
+            inferences, executions = after[0] - before[0], after[1] - before[1]
+            if executions < inferences:
+                return
+    finally:
+        concurrent.close()
+    pytest.fail("16 concurrent requests never shared an encoder execution")

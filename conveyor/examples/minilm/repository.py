@@ -38,11 +38,35 @@ datatype = "INT64"
 shape = [-1, -1]
 """
 
+# Ragged dynamic batching: requests of different lengths share an execution, padded to the
+# longest (padding is masked out, so each text's embedding does not change).
 _ENCODER_CONFIG = """\
 # all-MiniLM-L6-v2: BERT encoder + mean pooling + L2 normalisation, one ONNX graph.
 backend = "{backend}"
-max_batch_size = 0
+max_batch_size = {max_batch_size}
+
+[dynamic_batching]
+max_queue_delay_us = 0
+
+[[inputs]]
+name = "input_ids"
+datatype = "INT64"
+shape = [-1]
+allow_ragged_batch = true
+
+[[inputs]]
+name = "attention_mask"
+datatype = "INT64"
+shape = [-1]
+allow_ragged_batch = true
+
+[[outputs]]
+name = "EMBEDDING"
+datatype = "FP32"
+shape = [{hidden}]
 """
+# The most texts one request (and one batch of requests) may hold.
+MAX_TEXTS = 256
 
 _ENSEMBLE_CONFIG = """\
 # Sentence embeddings: tokenizer, then encoder (mean-pooled, L2-normalised).
@@ -110,7 +134,9 @@ def write_models(weights: Path, target: Path) -> list[str]:
 def _link_encoder(encoder_file: Path, folder: Path, backend: str) -> None:
     """A model folder whose model.onnx is the one built file (a symlink: 90 MB once)."""
     (folder / "1").mkdir(parents=True, exist_ok=True)
-    (folder / "config.toml").write_text(_ENCODER_CONFIG.format(backend=backend))
+    (folder / "config.toml").write_text(
+        _ENCODER_CONFIG.format(backend=backend, max_batch_size=MAX_TEXTS, hidden=HIDDEN)
+    )
     link = folder / "1" / "model.onnx"
     if link.is_symlink() or link.exists():
         return
