@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
 from conveyor.errors import RepositoryError
@@ -132,3 +133,12 @@ def test_config_pbtxt_allow_ragged_batch_is_read(tmp_path: Path) -> None:
     read = read_pbtxt(path, "m", backend="python", no_backend=lambda: RepositoryError("none"))
     ragged = {spec.name: spec.allow_ragged_batch for spec in read.config.inputs}
     assert ragged == {"VALUES": True, "SCALE": False}
+
+
+def test_grpc_model_config_reports_allow_ragged_batch(server: RunningServer) -> None:
+    client = grpcclient.InferenceServerClient(server.grpc_url.removeprefix("grpc://"))
+    try:
+        config = client.get_model_config("ragged", as_json=True)["config"]
+    finally:
+        client.close()
+    assert [spec.get("allow_ragged_batch") for spec in config["input"]] == [True]
