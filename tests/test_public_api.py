@@ -75,13 +75,16 @@ def test_importing_does_not_load_servers_or_clients():
     assert out.stdout.strip() == "[]"
 
 
-def test_cli_models_runs_the_examples():
+def test_cli_models_runs_the_examples(tmp_path):
+    # The five examples that need no download; minilm (when installed) is tested in tests/minilm.
+    env = {**os.environ, "CONVEYOR_MINILM_DIR": str(tmp_path / "no-minilm")}
     out = subprocess.run(
         [sys.executable, "-m", "conveyor", "models", "--run"],
         capture_output=True,
         text=True,
         timeout=120,
         check=True,
+        env=env,
     )
     for name in ("tiny", "mlp", "identity", "upper", "chargen"):
         assert f"{name}" in out.stdout

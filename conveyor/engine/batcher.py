@@ -1,23 +1,51 @@
 """Joining requests into one execution along the batch dimension, and splitting the result.
 
-Pure functions on numpy arrays: ``np.concatenate`` in, zero-copy slices out.
+Pure functions on numpy arrays: ``np.concatenate`` in, zero-copy slices out. A ragged input
+(``allow_ragged_batch``) may differ in size beyond the batch dimension from request to
+request: it is padded with zeros to the largest size in each dimension, so a [2, 7] and a
+[1, 12] become one [3, 12] (zeros are [PAD] and "masked" for a tokenizer's ids and mask;
+BYTES pads with b"").
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 import numpy as np
 
 from conveyor.engine.request import Request
 
 
-def join_inputs(requests: Sequence[Request]) -> dict[str, np.ndarray]:
-    """One input dict for the whole batch; a lone request's arrays are used as they are."""
+def join_inputs(requests: Sequence[Request], ragged: Collection[str] = ()) -> dict[str, np.ndarray]:
+    """One input dict for the whole batch; a lone request's arrays are used as they are.
+
+    ``ragged``: the inputs that may differ beyond the batch dimension (padded to fit)."""
     if len(requests) == 1:
         return requests[0].inputs
     names = requests[0].inputs.keys()
-    return {name: np.concatenate([r.inputs[name] for r in requests], axis=0) for name in names}
+    return {
+        name: _padded_join([r.inputs[name] for r in requests])
+        if name in ragged
+        else np.concatenate([r.inputs[name] for r in requests], axis=0)
+        for name in names
+    }
+
+
+def _padded_join(arrays: Sequence[np.ndarray]) -> np.ndarray:
+    """The arrays stacked along axis 0, each zero-padded (at the end) to the largest shape."""
+    widest = tuple(max(sizes) for sizes in zip(*(a.shape[1:] for a in arrays), strict=True))
+    if all(a.shape[1:] == widest for a in arrays):
+        return np.concatenate(arrays, axis=0)
+    rows = sum(a.shape[0] for a in arrays)
+    joined = np.zeros((rows, *widest), dtype=arrays[0].dtype)
+    if joined.dtype == object:  # BYTES: pad with empty strings, not the integer 0
+        joined.fill(b"")
+    start = 0
+    for array in arrays:
+        stop = start + array.shape[0]
+        joined[(slice(start, stop), *(slice(0, size) for size in array.shape[1:]))] = array
+        start = stop
+    return joined
 
 
 def split_outputs(

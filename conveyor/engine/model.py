@@ -82,6 +82,10 @@ class ModelVersion:
         self._loaded = loaded
         self._inputs = {spec.name: spec for spec in config.inputs}
         self._required = frozenset(s.name for s in config.inputs if not s.optional)
+        # Inputs padded to a batch's largest shape (allow_ragged_batch); only with batching.
+        self._ragged = frozenset(
+            s.name for s in config.inputs if s.allow_ragged_batch and config.batching
+        )
         self._outputs = {spec.name: spec for spec in config.outputs}
         self._all_outputs = tuple(spec.name for spec in config.outputs)
         self._batch_dims = 1 if config.batching else 0
@@ -186,7 +190,12 @@ class ModelVersion:
             future.timeline = timeline
         batch_key: tuple[object, ...] = ()
         if self._policy is not None:
-            batch_key = tuple((name, arrays[name].shape[1:]) for name in sorted(arrays))
+            # Requests batch together when their inputs agree beyond the batch dimension;
+            # a ragged input need only agree in rank (join_inputs pads it).
+            batch_key = tuple(
+                (name, arrays[name].ndim if name in self._ragged else arrays[name].shape[1:])
+                for name in sorted(arrays)
+            )
         self.queue.put(
             Request(
                 inputs=arrays,
@@ -346,7 +355,8 @@ class ModelVersion:
                     for outcome, request in zip(outcomes, batch, strict=True)
                 ]
             else:
-                inputs = self._reshaped(join_inputs(batch), self.config.inputs, reshape=True)
+                joined = join_inputs(batch, self._ragged)
+                inputs = self._reshaped(joined, self.config.inputs, reshape=True)
                 wanted = wanted_outputs(batch)
                 t1 = time.perf_counter_ns()
                 if model.max_in_flight:

@@ -80,6 +80,8 @@ def model_config(config: ModelConfig, platform: str, instance_count: int) -> dic
         }
         if spec.optional:
             entry["optional"] = True
+        if spec.allow_ragged_batch:
+            entry["allow_ragged_batch"] = True
         if spec.format is not None:
             entry["format"] = spec.format
         if spec.reshape is not None:

@@ -36,6 +36,10 @@ class TensorSpec:
     datatype: str
     shape: tuple[int, ...]
     optional: bool = False
+    # Inputs only: requests whose non-batch dimensions differ may share one execution; each
+    # is padded with zeros to the batch's largest size in every dimension (Triton's
+    # allow_ragged_batch, done by padding; see docs/configuration.md#ragged-batching).
+    allow_ragged_batch: bool = False
     # From config.pbtxt only. ``reshape``: the shape the model itself takes or gives (requests
     # and responses use ``shape``); ``format``: Triton's FORMAT_NHWC/NCHW, reported, no effect.
     reshape: tuple[int, ...] | None = None
@@ -156,6 +160,7 @@ _TOP_KEYS = {
     "ray",
 }
 _TENSOR_KEYS = {"name", "datatype", "shape", "optional"}
+_INPUT_KEYS = _TENSOR_KEYS | {"allow_ragged_batch"}
 _OUTPUT_KEYS = _TENSOR_KEYS | {"label_filename"}
 _BATCHING_KEYS = {"max_queue_delay_us", "preferred_batch_sizes"}
 
@@ -328,7 +333,7 @@ def _tensors(raw: Any, section: str, fail: Any) -> tuple[TensorSpec, ...]:
         where = f"{section}[{index}]"
         if not isinstance(entry, dict):
             raise fail(f"{where} must be a table")
-        bad = set(entry) - (_OUTPUT_KEYS if section == "outputs" else _TENSOR_KEYS)
+        bad = set(entry) - (_OUTPUT_KEYS if section == "outputs" else _INPUT_KEYS)
         if bad:
             raise fail(f"unknown key {sorted(bad)[0]!r} in {where}")
         name = entry.get("name")
@@ -347,6 +352,9 @@ def _tensors(raw: Any, section: str, fail: Any) -> tuple[TensorSpec, ...]:
         optional = entry.get("optional", False)
         if not isinstance(optional, bool):
             raise fail(f"{where} ({name}): optional must be true or false")
+        ragged = entry.get("allow_ragged_batch", False)
+        if not isinstance(ragged, bool):
+            raise fail(f"{where} ({name}): allow_ragged_batch must be true or false")
         label_filename = entry.get("label_filename")
         if label_filename is not None and (
             not isinstance(label_filename, str)
@@ -359,7 +367,14 @@ def _tensors(raw: Any, section: str, fail: Any) -> tuple[TensorSpec, ...]:
                 f"folder (no path), got {label_filename!r}"
             )
         specs.append(
-            TensorSpec(name, datatype, tuple(shape), optional, label_filename=label_filename)
+            TensorSpec(
+                name,
+                datatype,
+                tuple(shape),
+                optional,
+                allow_ragged_batch=ragged,
+                label_filename=label_filename,
+            )
         )
     names = [spec.name for spec in specs]
     if len(set(names)) != len(names):

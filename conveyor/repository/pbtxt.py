@@ -262,7 +262,6 @@ class _Reader:
             {"is_non_linear_format_io"},
             {
                 "is_shape_tensor": "Conveyor has no shape tensors",
-                "allow_ragged_batch": "Conveyor batches only tensors of equal shape",
             },
         )
         if not t.name:
@@ -274,6 +273,8 @@ class _Reader:
         }
         if isinstance(t, pb.ModelInput) and t.optional:
             entry["optional"] = True
+        if isinstance(t, pb.ModelInput) and t.allow_ragged_batch:
+            entry["allow_ragged_batch"] = True
         return entry
 
     def datatype(self, value: int, where: str) -> str:
