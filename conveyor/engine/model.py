@@ -69,7 +69,7 @@ class ModelVersion:
         loaded: list[LoadedModel]
         if config.instance_kind is InstanceKind.PROCESS:
             # The model loads once, in a zygote process that forks the workers from itself.
-            processes = ProcessPool(config, version_dir)
+            processes = ProcessPool(config, version_dir, caller)
             config, loaded, count = processes.config, [], config.instance_count()
         else:
             config, loaded, count = _load_in_this_process(config, version_dir, caller)
