@@ -69,6 +69,8 @@ def test_a_batch_on_process_instances_fails_only_its_erring_requests(tmp_path: P
 def test_initialize_failing_in_a_worker_fails_the_load_with_its_message(tmp_path: Path):
     builder = RepoBuilder(tmp_path / "models")
     builder.python("broken", ODD_FAILS, CONFIG)
-    with Engine.from_repository(builder.path) as engine:
-        with pytest.raises(ModelUnavailable, match="no weights here"):
-            engine.submit("broken", {"X": np.array([[0]], np.int32)})
+    with (
+        Engine.from_repository(builder.path) as engine,
+        pytest.raises(ModelUnavailable, match="no weights here"),
+    ):
+        engine.submit("broken", {"X": np.array([[0]], np.int32)})
