@@ -55,9 +55,7 @@ def test_a_batch_on_process_instances_fails_only_its_erring_requests(tmp_path: P
     builder = RepoBuilder(tmp_path / "models")
     builder.python("odd_fails", ODD_FAILS, CONFIG)
     with Engine.from_repository(builder.path) as engine:
-        futures = [
-            engine.submit("odd_fails", {"X": np.array([[i]], np.int32)}) for i in range(6)
-        ]
+        futures = [engine.submit("odd_fails", {"X": np.array([[i]], np.int32)}) for i in range(6)]
         for i, future in enumerate(futures):
             if i % 2:
                 with pytest.raises(Exception, match="odd"):
