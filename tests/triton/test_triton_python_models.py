@@ -233,9 +233,10 @@ def test_pb_utils_alias_is_gone_after_load_and_decoupled_process_instances_say_t
 def test_unsupported_pb_utils_names_fail_with_the_feature():
     from conveyor.triton import pb_utils
 
-    assert not hasattr(pb_utils, "MetricFamily")
-    with pytest.raises(pb_utils.TritonModelException, match="custom metrics"):
-        _ = pb_utils.MetricFamily
+    # Custom metrics are offered now (tests/triton/metrics); model control still is not.
+    assert not hasattr(pb_utils, "load_model")
+    with pytest.raises(pb_utils.TritonModelException, match="model control"):
+        _ = pb_utils.load_model
     request = pb_utils.InferenceRequest(model_name="x", inputs=[], requested_output_names=[])
     with pytest.raises(pb_utils.TritonModelException, match="initialize\\(\\) or execute\\(\\)"):
         request.exec()

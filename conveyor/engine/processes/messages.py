@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from conveyor.backends.base import SequenceInfo
+from conveyor.backends.custom_metrics import Update
 from conveyor.errors import ConveyorError, ModelError
 from conveyor.repository.config import ModelConfig
 
@@ -106,6 +107,13 @@ class Call(_Message):
 class Returned(_Message):
     id: int
     outputs: dict[str, np.ndarray]
+
+
+# worker -> engine, just before a reply or a Call: the model's custom-metric changes since
+# the last one, for the engine process's store (which /metrics reads)
+@dataclasses.dataclass(frozen=True, slots=True)
+class MetricUpdates(_Message):
+    updates: tuple[Update, ...]
 
 
 # worker -> engine, once, first: it is ready to serve (or Failed(0, why) and it exits)

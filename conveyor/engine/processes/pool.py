@@ -23,6 +23,7 @@ import numpy as np
 
 from conveyor.backends import backend_info, backend_names
 from conveyor.backends.base import LoadedModel, ModelCaller, RequestData
+from conveyor.backends.custom_metrics import CUSTOM_METRICS, KindMismatch
 from conveyor.engine.instances import Execute as ExecuteWork
 from conveyor.engine.instances import TakeWork, ThreadInstances
 from conveyor.engine.processes.channel import Channel
@@ -34,6 +35,7 @@ from conveyor.engine.processes.messages import (
     ExecuteRequests,
     Failed,
     Loaded,
+    MetricUpdates,
     Ready,
     Reap,
     Reaped,
@@ -186,16 +188,23 @@ class ProcessPool:
 def answer_calls(
     channel: Channel, caller: ModelCaller | None, timeout: float | None
 ) -> tuple[object, list[int]]:
-    """The worker's next message that is not a call to another model; calls are answered.
+    """The worker's next reply; calls to other models are answered, metric updates applied.
 
     A worker's model code may call other models (Triton's BLS) while it starts or runs an
     execution; this thread waits for it anyway, so it runs the call through the engine.
     """
     while True:
         message, fds = channel.recv(timeout=timeout)
-        if not isinstance(message, Call):
+        if isinstance(message, MetricUpdates):
+            for update in message.updates:
+                try:
+                    CUSTOM_METRICS.apply(update)
+                except KindMismatch as exc:  # another model's family took the name first
+                    log.warning("a worker's custom metric was dropped: %s", exc)
+        elif isinstance(message, Call):
+            channel.send(_answer(message, caller))
+        else:
             return message, fds
-        channel.send(_answer(message, caller))
 
 
 def _answer(call: Call, caller: ModelCaller | None) -> Returned | Failed:

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from conveyor.backends.base import LoadedModel, RequestData
+from conveyor.backends.custom_metrics import CUSTOM_METRICS
 from conveyor.engine.outputs import requested_outputs
 from conveyor.engine.processes.channel import Channel
 from conveyor.engine.processes.messages import (
@@ -25,6 +26,7 @@ from conveyor.engine.processes.messages import (
     ExecutedRequests,
     ExecuteRequests,
     Failed,
+    MetricUpdates,
     Ready,
     Returned,
     TensorRef,
@@ -65,7 +67,7 @@ class EngineCaller:
             timeout,
             request_id,
         )
-        self._channel.send(call)
+        send(self._channel, call)
         reply, _ = self._channel.recv()
         future = InferFuture()
         future.request_id = request_id
@@ -80,14 +82,15 @@ class EngineCaller:
 
 def serve(own: LoadedModel, name: str, channel: Channel, index: int) -> None:
     """Answer Execute messages until the engine closes the channel (or dies)."""
+    CUSTOM_METRICS.outbox = []  # this process's metric changes go to the engine's store
     try:
         model = own.forked(index, EngineCaller(channel))
     except Exception as exc:
         error = flatten_error(exc, name)
         error.model_traceback = error.model_traceback or traceback.format_exc()
-        channel.send(Failed(0, error))
+        send(channel, Failed(0, error))
         return
-    channel.send(Ready(os.getpid()))
+    send(channel, Ready(os.getpid()))
     try:
         _serve(model, name, channel)
     finally:
@@ -133,9 +136,17 @@ def _serve(model: LoadedModel, name: str, channel: Channel) -> None:
         except Exception as exc:
             reply = Failed(message.id, flatten_error(exc, name))
         try:
-            channel.send(reply, send_fds)
+            send(channel, reply, send_fds)
         except OSError:
             return
+
+
+def send(channel: Channel, message: object, fds: Sequence[int] = ()) -> None:
+    """Send ``message``, after the custom-metric changes made since the last send."""
+    updates = CUSTOM_METRICS.take_outbox()
+    if updates:
+        channel.send(MetricUpdates(tuple(updates)))
+    channel.send(message, fds)
 
 
 def _run_requests(
