@@ -59,6 +59,8 @@ class RequestData:
     outputs: tuple[str, ...]
     request_id: str | None
     sequence: SequenceInfo | None = None
+    # The request's own parameters (those the server does not read), as the client sent them.
+    parameters: Mapping[str, object] = dataclasses.field(default_factory=dict)
 
 
 class Responses(Protocol):

@@ -89,6 +89,7 @@ class TritonModel(LoadedModel):
             correlation_id=0 if request.sequence is None else request.sequence.id,
             flags=_sequence_flags(request),
             model_version=self._version,
+            parameters=dict(request.parameters),
         )
 
     def _execute(self, requests: list[pb_utils.InferenceRequest]) -> Any:

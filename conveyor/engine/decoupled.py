@@ -58,6 +58,7 @@ class ModelVersion(Protocol):
         timeout: float | None,
         request_id: str | None,
         future: InferFuture | None = None,
+        parameters: Mapping[str, object] | None = None,
     ) -> InferFuture: ...
 
     def _reshaped(
@@ -119,6 +120,7 @@ def start_stream(
     timeout: float | None,
     request_id: str | None,
     buffer: int,
+    parameters: Mapping[str, object] | None = None,
 ) -> ResponseStream:
     """Queue one request of ``version``; return the stream its responses will arrive on."""
     stream = ResponseStream(buffer)
@@ -134,6 +136,7 @@ def start_stream(
             timeout=timeout,
             request_id=request_id,
             future=future,
+            parameters=parameters,
         )
         future.add_done_callback(lambda done: stream.finish(_error_of(done)))
     else:
@@ -171,7 +174,14 @@ def run_decoupled(version: ModelVersion, model: LoadedModel, batch: list[Request
         try:
             inputs = version._reshaped(dict(request.inputs), version.config.inputs, reshape=True)
             model.run_stream(
-                RequestData(inputs, request.outputs, request.future.request_id), responses
+                RequestData(
+                    inputs,
+                    request.outputs,
+                    request.future.request_id,
+                    None,
+                    request.parameters or {},
+                ),
+                responses,
             )
         except Exception as exc:
             responses.close(exc)

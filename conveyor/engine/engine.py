@@ -175,11 +175,13 @@ class Engine:
         timeout: float | None = None,
         request_id: str | None = None,
         sequence: SequenceInfo | None = None,
+        parameters: Mapping[str, object] | None = None,
     ) -> InferFuture:
         """Queue one request and return its future at once; the compute runs elsewhere.
 
         ``sequence``: the sequence the request belongs to, for a model with
-        sequence_batching (see docs/sequences.md).
+        sequence_batching (see docs/sequences.md). ``parameters``: the request's own
+        parameters, handed to the model (a Triton model's ``request.parameters()``).
 
         Raises ModelNotFound, ModelNotReady, InvalidInput, QueueFull or ShuttingDown.
         """
@@ -202,6 +204,7 @@ class Engine:
             timeout=timeout,
             request_id=request_id,
             sequence=sequence,
+            parameters=parameters,
         )
 
     def stream(
@@ -215,6 +218,7 @@ class Engine:
         timeout: float | None = None,
         request_id: str | None = None,
         buffer: int = DEFAULT_BUFFER,
+        parameters: Mapping[str, object] | None = None,
     ) -> ResponseStream:
         """Queue one request and return at once the stream of its responses.
 
@@ -233,6 +237,7 @@ class Engine:
             timeout=timeout,
             request_id=request_id,
             buffer=buffer,
+            parameters=parameters,
         )
 
     async def infer(self, model: str, inputs: Mapping[str, np.ndarray], **kwargs: Any) -> Outputs:

@@ -159,9 +159,11 @@ class ModelVersion:
         request_id: str | None,
         future: InferFuture | None = None,
         sequence: SequenceInfo | None = None,
+        parameters: Mapping[str, object] | None = None,
     ) -> InferFuture:
         """``future``: the one to answer (a stream's, see engine/decoupled.py); None: a new one.
-        ``sequence``: the request's sequence; required by a sequence-batched model."""
+        ``sequence``: the request's sequence; required by a sequence-batched model.
+        ``parameters``: the client's own request parameters, for the model to read."""
         if self.config.decoupled and future is None:
             raise refuse_unary(self.name)
         if self._instances.all_stuck:
@@ -194,6 +196,7 @@ class ModelVersion:
                 batch_size=batch_size,
                 batch_key=batch_key,
                 sequence=sequence,
+                parameters=parameters,
             )
         )
         return future
@@ -329,6 +332,7 @@ class ModelVersion:
                         r.outputs,
                         r.future.request_id,
                         r.sequence,
+                        r.parameters or {},
                     )
                     for r in batch
                 ]

@@ -272,6 +272,7 @@ class DataPlane:
             timeout=timeout,
             request_id=request_id,
             sequence=_sequence(options),
+            parameters=options.custom or None,
         )
         return future if plan is None else classified(future, plan)
 
@@ -301,6 +302,7 @@ class DataPlane:
             priority=options.priority,
             timeout=options.timeout,
             request_id=request_id,
+            parameters=options.custom or None,
         )
 
     def generate(

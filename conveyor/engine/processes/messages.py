@@ -68,6 +68,7 @@ class RequestShape(_Message):
     outputs: tuple[str, ...]
     request_id: str | None
     sequence: SequenceInfo | None
+    parameters: dict[str, object]
 
 
 # engine -> worker: a batch whose requests the model takes one by one (``run_requests``).

@@ -290,7 +290,9 @@ class WorkerSlot(LoadedModel):
             for name, array in request.inputs.items()
         }
         refs = write_tensors(self._inputs, flat)
-        shapes = tuple(RequestShape(r.outputs, r.request_id, r.sequence) for r in requests)
+        shapes = tuple(
+            RequestShape(r.outputs, r.request_id, r.sequence, dict(r.parameters)) for r in requests
+        )
         message = ExecuteRequests(next(self._ids), shapes, refs, self._inputs.size)
         reply, worker = self._exchange(message)
         assert isinstance(reply, ExecutedRequests)

@@ -163,6 +163,7 @@ def _run_requests(
             shape.outputs,
             shape.request_id,
             shape.sequence,
+            shape.parameters,
         )
         for i, shape in enumerate(message.requests)
     ]
