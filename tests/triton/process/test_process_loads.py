@@ -72,3 +72,25 @@ def test_initialize_failing_in_a_worker_fails_the_load_with_its_message(tmp_path
         pytest.raises(ModelUnavailable, match="no weights here"),
     ):
         engine.submit("broken", {"X": np.array([[0]], np.int32)})
+
+
+def test_config_pbtxt_asks_for_process_instances_with_a_parameter(tmp_path: Path):
+    from conveyor.repository.config import InstanceKind
+    from conveyor.repository.pbtxt import read_pbtxt
+
+    folder = tmp_path / "m"
+    folder.mkdir()
+    pbtxt = folder / "config.pbtxt"
+    pbtxt.write_text(
+        'backend: "python"\n'
+        'input [ { name: "X", data_type: TYPE_INT32, dims: [ 1 ] } ]\n'
+        'output [ { name: "Y", data_type: TYPE_INT32, dims: [ 1 ] } ]\n'
+        'parameters { key: "instance_kind" value: { string_value: "process" } }\n'
+        'parameters { key: "other" value: { string_value: "kept" } }\n'
+    )
+    config = read_pbtxt(pbtxt, "m", backend=None, no_backend=AssertionError).config
+    assert config.instance_kind is InstanceKind.PROCESS
+    assert dict(config.backend_options) == {"other": "kept"}
+    pbtxt.write_text(pbtxt.read_text().replace('"process"', '"fork"'))
+    with pytest.raises(Exception, match="instance_kind must be one of thread, process"):
+        read_pbtxt(pbtxt, "m", backend=None, no_backend=AssertionError)
