@@ -8,6 +8,7 @@ batching and completion order are the same code for both kinds; only ``run`` dif
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import itertools
 import logging
@@ -23,7 +24,7 @@ import numpy as np
 
 from conveyor.backends import backend_info, backend_names
 from conveyor.backends.base import LoadedModel, ModelCaller, RequestData
-from conveyor.backends.custom_metrics import CUSTOM_METRICS, KindMismatch
+from conveyor.backends.custom_metrics import CUSTOM_METRICS, Action, KindMismatch, Update
 from conveyor.engine.instances import Execute as ExecuteWork
 from conveyor.engine.instances import TakeWork, ThreadInstances
 from conveyor.engine.processes.channel import Channel
@@ -76,6 +77,7 @@ class ProcessPool:
         self.name = config.name
         self.config = config
         self.caller = caller  # answers the workers' calls to other models
+        self.metrics = WorkerMetrics()  # the workers' custom metrics, in the engine's store
         self.separate_requests = False
         self._source = config  # as the repository gave it: what a restarted zygote loads
         self._version_dir = version_dir
@@ -110,7 +112,7 @@ class ProcessPool:
         wait until it is ready; ModelError says why it could not start."""
         worker = self._fork(index)
         try:
-            reply, fds = answer_calls(worker.channel, self.caller, None)
+            reply, fds = answer_calls(worker.channel, self.caller, None, self.metrics)
         except (EOFError, OSError):
             reply, fds = None, []
         for fd in fds:
@@ -183,10 +185,14 @@ class ProcessPool:
         with self._lock:
             self._closed = True
             self._zygote.stop(_STOP_GRACE_S)
+        self.metrics.release_all()
 
 
 def answer_calls(
-    channel: Channel, caller: ModelCaller | None, timeout: float | None
+    channel: Channel,
+    caller: ModelCaller | None,
+    timeout: float | None,
+    metrics: WorkerMetrics,
 ) -> tuple[object, list[int]]:
     """The worker's next reply; calls to other models are answered, metric updates applied.
 
@@ -196,15 +202,39 @@ def answer_calls(
     while True:
         message, fds = channel.recv(timeout=timeout)
         if isinstance(message, MetricUpdates):
-            for update in message.updates:
-                try:
-                    CUSTOM_METRICS.apply(update)
-                except KindMismatch as exc:  # another model's family took the name first
-                    log.warning("a worker's custom metric was dropped: %s", exc)
+            metrics.apply(message.updates)
         elif isinstance(message, Call):
             channel.send(_answer(message, caller))
         else:
             return message, fds
+
+
+class WorkerMetrics:
+    """Applies a model's workers' custom-metric updates to the engine's store, and keeps
+    count of the families they hold there (MetricFamily objects made and not deleted), to
+    release them when the model closes: a stopping worker's own deletions never arrive."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._holds: collections.Counter[str] = collections.Counter()
+
+    def apply(self, updates: Sequence[Update]) -> None:
+        for update in updates:
+            try:
+                CUSTOM_METRICS.apply(update)
+            except KindMismatch as exc:  # another model's family took the name first
+                log.warning("a worker's custom metric was dropped: %s", exc)
+                continue
+            if update.action in (Action.HOLD, Action.RELEASE):
+                with self._lock:
+                    self._holds[update.family] += 1 if update.action is Action.HOLD else -1
+
+    def release_all(self) -> None:
+        with self._lock:
+            holds, self._holds = self._holds, collections.Counter()
+        for family, count in holds.items():
+            for _ in range(count):
+                CUSTOM_METRICS.apply(Update(family, Action.RELEASE))
 
 
 def _answer(call: Call, caller: ModelCaller | None) -> Returned | Failed:
@@ -310,7 +340,9 @@ class WorkerSlot(LoadedModel):
         """Send one execution to the worker and wait for its reply (Executed...)."""
         worker = self._send(message)
         try:
-            reply, fds = answer_calls(worker.channel, self.pool.caller, self._timeout)
+            reply, fds = answer_calls(
+                worker.channel, self.pool.caller, self._timeout, self.pool.metrics
+            )
         except TimeoutError:
             self._replace(worker)
             raise ModelError(

@@ -136,3 +136,22 @@ def test_the_metric_api_refuses_what_triton_refuses():
     del counter
     with pytest.raises(pb_utils.TritonModelException, match="has been deleted"):
         metric.increment(1)
+
+
+def test_a_process_models_families_leave_with_the_model(tmp_path: Path):
+    from conveyor import Engine
+    from conveyor.backends.custom_metrics import CUSTOM_METRICS
+
+    folder = tmp_path / "models" / "leaving" / "1"
+    folder.mkdir(parents=True)
+    source = COUNTING.replace('"demo_', '"leaving_')
+    (folder / "model.py").write_text(textwrap.dedent(source))
+    (folder.parent / "config.toml").write_text(CONFIG.format(kind="process"))
+
+    def families() -> set[str]:
+        return {f.name for f in CUSTOM_METRICS.snapshot() if f.name.startswith("leaving_")}
+
+    with Engine.from_repository(tmp_path / "models") as engine:
+        engine.submit("leaving", {"X": np.ones(1, np.float32)}).result(timeout=30)
+        assert families() == {"leaving_requests", "leaving_last_x", "leaving_x"}
+    assert families() == set()
