@@ -28,6 +28,7 @@ from conveyor.backends.base import LoadedModel, RequestData
 from conveyor.engine.request import Request
 from conveyor.errors import Cancelled, ConveyorError, ModelError, Unsupported
 from conveyor.futures import InferFuture, Outputs
+from conveyor.repository.ensemble import ENSEMBLE
 from conveyor.streams import ResponseStream
 
 if TYPE_CHECKING:
@@ -139,6 +140,16 @@ def start_stream(
             parameters=parameters,
         )
         future.add_done_callback(lambda done: stream.finish(_error_of(done)))
+    elif parameters and version.config.backend != ENSEMBLE:  # an ensemble takes none
+        future = cast(ModelVersion, version).submit(
+            inputs,
+            outputs=outputs,
+            priority=priority,
+            timeout=timeout,
+            request_id=request_id,
+            parameters=parameters,
+        )
+        future.add_done_callback(lambda done: _answer_once(stream, done))
     else:
         future = version.submit(
             inputs, outputs=outputs, priority=priority, timeout=timeout, request_id=request_id

@@ -79,3 +79,20 @@ def test_the_model_reads_the_requests_parameters(server: RunningServer, protocol
     # Those the server reads itself (priority, timeout, ...) are not the model's.
     seen = _parameters_seen(server, protocol, f"echo_{kind}", priority=1, timeout=10_000_000)
     assert seen == {}
+
+
+def test_a_grpc_stream_carries_each_requests_parameters(server: RunningServer):
+    import queue
+
+    answers: queue.Queue[Any] = queue.Queue()
+    client = grpcclient.InferenceServerClient(server.grpc_url.split("://")[1])
+    try:
+        client.start_stream(callback=lambda result, error: answers.put(error or result))
+        x = grpcclient.InferInput("X", [1], "FP32")
+        x.set_data_from_numpy(np.zeros(1, np.float32))
+        client.async_stream_infer("echo_thread", [x], parameters={"turn": 1, "who": "me"})
+        answer = answers.get(timeout=30)
+        client.stop_stream()
+    finally:
+        client.close()
+    assert json.loads(answer.as_numpy("PARAMETERS")[0]) == {"turn": 1, "who": "me"}
