@@ -59,6 +59,8 @@ class RequestData:
     outputs: tuple[str, ...]
     request_id: str | None
     sequence: SequenceInfo | None = None
+    # The request's own parameters (those the server does not read), as the client sent them.
+    parameters: Mapping[str, object] = dataclasses.field(default_factory=dict)
 
 
 class Responses(Protocol):
@@ -121,6 +123,16 @@ class LoadedModel(abc.ABC):
         more, and the model should stop.
         """
         raise NotImplementedError(f"{type(self).__name__} does not answer with many responses")
+
+    def forked(self, index: int, caller: ModelCaller | None) -> LoadedModel:
+        """What worker process ``index`` (of process instances) runs, right after its fork.
+
+        Most models run the zygote's loaded copy itself, shared copy-on-write. A model that
+        gives every instance an object of its own (a Triton model) makes it here; the
+        worker then ``close()``s it when it stops. ``caller`` reaches the engine's models
+        from the worker.
+        """
+        return self
 
     def close(self) -> None:  # noqa: B027 - optional hook; most models need no cleanup
         """Release what ``load`` acquired."""

@@ -36,7 +36,12 @@ from typing import Any
 import numpy as np
 
 from conveyor.backends.base import Backend, LoadedModel, ModelCaller, RequestData, Responses
-from conveyor.backends.python_triton import TritonModel, load_triton_model, pb_utils_importable
+from conveyor.backends.python_triton import (
+    TritonModel,
+    TritonProcessModel,
+    load_triton_model,
+    pb_utils_importable,
+)
 from conveyor.errors import ModelError, RepositoryError
 from conveyor.repository.config import InstanceKind, ModelConfig
 
@@ -156,7 +161,7 @@ class PythonBackend(Backend):
 
     def complete_config(self, config: ModelConfig, model: LoadedModel) -> ModelConfig:
         # A Triton model's auto_complete_config may have filled in inputs and outputs.
-        return model.config if isinstance(model, TritonModel) else config
+        return model.config if isinstance(model, TritonModel | TritonProcessModel) else config
 
 
 def _load_model_class(

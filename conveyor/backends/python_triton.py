@@ -16,8 +16,9 @@ The adapter between Triton's model lifecycle and Conveyor's backend interface:
 - while initialize() and execute() run, ``InferenceRequest(...).exec()`` reaches the other
   models through the engine's ``caller`` (Business Logic Scripting).
 
-Thread instances only: process instances would need per-request messages to the workers
-and a caller back into the engine, which they do not have (yet); the load says so.
+On process instances (``instance_kind "process"``) the zygote completes the config and each
+worker makes its own ``TritonPythonModel`` after its fork (``TritonProcessModel``); exec()
+reaches the engine over the worker's channel. Decoupled models stay on thread instances.
 """
 
 from __future__ import annotations
@@ -88,6 +89,7 @@ class TritonModel(LoadedModel):
             correlation_id=0 if request.sequence is None else request.sequence.id,
             flags=_sequence_flags(request),
             model_version=self._version,
+            parameters=dict(request.parameters),
         )
 
     def _execute(self, requests: list[pb_utils.InferenceRequest]) -> Any:
@@ -163,20 +165,35 @@ def load_triton_model(
     model_class: type,
     caller: ModelCaller | None,
     instance_index: int,
-) -> TritonModel:
-    """Complete the config, make this instance's TritonPythonModel and ``initialize`` it."""
-    if config.instance_kind is InstanceKind.PROCESS:
-        raise RepositoryError(
-            f"model {config.name!r}: a Triton Python model (TritonPythonModel) runs on thread "
-            'instances only; set instance_kind = "thread" (process instances cannot yet run '
-            "its per-request execute() or reach other models for exec())"
-        )
+) -> LoadedModel:
+    """Complete the config, make this instance's TritonPythonModel and ``initialize`` it.
+
+    On process instances (loaded in the zygote) no instance is made yet: each worker makes
+    and initializes its own after its fork (:meth:`TritonProcessModel.forked`).
+    """
     config = _auto_completed(config, model_class)
     if not config.inputs or not config.outputs:
         raise RepositoryError(
             f"model {config.name!r}: a Triton Python model needs inputs and outputs, in its "
             "config or added by auto_complete_config"
         )
+    if config.instance_kind is InstanceKind.PROCESS:
+        if config.decoupled:
+            raise RepositoryError(
+                f"model {config.name!r}: a decoupled Triton Python model (response senders) "
+                'runs on thread instances only; set instance_kind "thread"'
+            )
+        return TritonProcessModel(config, version_dir, model_class)
+    return _initialized(config, version_dir, model_class, caller, instance_index)
+
+
+def _initialized(
+    config: ModelConfig,
+    version_dir: Path,
+    model_class: type,
+    caller: ModelCaller | None,
+    instance_index: int,
+) -> TritonModel:
     instance = model_class()
     initialize = getattr(instance, "initialize", None)
     if callable(initialize):
@@ -192,6 +209,28 @@ def load_triton_model(
         with pb_utils.calling_through(caller):
             initialize(args)
     return TritonModel(config, instance, caller, version_dir.name)
+
+
+class TritonProcessModel(LoadedModel):
+    """A Triton model loaded in a zygote: its class and completed config, no instance.
+
+    Every worker forked from the zygote makes its own TritonPythonModel (``forked``) and runs
+    ``initialize`` there, so each process instance has one, as each Triton instance has.
+    """
+
+    separate_requests = True
+
+    def __init__(self, config: ModelConfig, version_dir: Path, model_class: type) -> None:
+        self.config = config
+        self._version_dir = version_dir
+        self._class = model_class
+
+    def run(self, inputs: dict[str, np.ndarray], outputs: Sequence[str]) -> dict[str, np.ndarray]:
+        raise ModelError(f"model {self.config.name!r}: runs in its worker processes")
+
+    def forked(self, index: int, caller: ModelCaller | None) -> LoadedModel:
+        with pb_utils_importable():
+            return _initialized(self.config, self._version_dir, self._class, caller, index)
 
 
 def _triton_json(config: ModelConfig) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from conveyor.backends.base import LoadedModel, RequestData
 from conveyor.engine.request import Request
 from conveyor.errors import Cancelled, ConveyorError, ModelError, Unsupported
 from conveyor.futures import InferFuture, Outputs
+from conveyor.repository.ensemble import ENSEMBLE
 from conveyor.streams import ResponseStream
 
 if TYPE_CHECKING:
@@ -58,6 +59,7 @@ class ModelVersion(Protocol):
         timeout: float | None,
         request_id: str | None,
         future: InferFuture | None = None,
+        parameters: Mapping[str, object] | None = None,
     ) -> InferFuture: ...
 
     def _reshaped(
@@ -119,6 +121,7 @@ def start_stream(
     timeout: float | None,
     request_id: str | None,
     buffer: int,
+    parameters: Mapping[str, object] | None = None,
 ) -> ResponseStream:
     """Queue one request of ``version``; return the stream its responses will arrive on."""
     stream = ResponseStream(buffer)
@@ -134,8 +137,19 @@ def start_stream(
             timeout=timeout,
             request_id=request_id,
             future=future,
+            parameters=parameters,
         )
         future.add_done_callback(lambda done: stream.finish(_error_of(done)))
+    elif parameters and version.config.backend != ENSEMBLE:  # an ensemble takes none
+        future = cast(ModelVersion, version).submit(
+            inputs,
+            outputs=outputs,
+            priority=priority,
+            timeout=timeout,
+            request_id=request_id,
+            parameters=parameters,
+        )
+        future.add_done_callback(lambda done: _answer_once(stream, done))
     else:
         future = version.submit(
             inputs, outputs=outputs, priority=priority, timeout=timeout, request_id=request_id
@@ -171,7 +185,14 @@ def run_decoupled(version: ModelVersion, model: LoadedModel, batch: list[Request
         try:
             inputs = version._reshaped(dict(request.inputs), version.config.inputs, reshape=True)
             model.run_stream(
-                RequestData(inputs, request.outputs, request.future.request_id), responses
+                RequestData(
+                    inputs,
+                    request.outputs,
+                    request.future.request_id,
+                    None,
+                    request.parameters or {},
+                ),
+                responses,
             )
         except Exception as exc:
             responses.close(exc)

@@ -188,12 +188,15 @@ class Engine:
         request_id: str | None = None,
         sequence: SequenceInfo | None = None,
         timeline: RequestTimeline | None = None,
+        parameters: Mapping[str, object] | None = None,
     ) -> InferFuture:
         """Queue one request and return its future at once; the compute runs elsewhere.
 
         ``sequence``: the sequence the request belongs to, for a model with
         sequence_batching (see docs/sequences.md). ``timeline``: stamped with the request's
-        queue and compute times (tracing; ensembles are not stamped).
+        queue and compute times (tracing; ensembles are not stamped). ``parameters``: the
+        request's own parameters, handed to the model (a Triton model's
+        ``request.parameters()``).
 
         Raises ModelNotFound, ModelNotReady, InvalidInput, QueueFull or ShuttingDown.
         """
@@ -202,7 +205,7 @@ class Engine:
         served = self._version(model, version)
         try:
             return self._submit_to(served, model, inputs, outputs, priority, timeout,
-                                   request_id, sequence, timeline)  # fmt: skip
+                                   request_id, sequence, timeline, parameters)  # fmt: skip
         except ShuttingDown:
             # A reload swapped this version out between the lookup and the queueing (its
             # queue closed); the model is still served: queue on what serves it now.
@@ -212,7 +215,7 @@ class Engine:
             if current is served:
                 raise
             return self._submit_to(current, model, inputs, outputs, priority, timeout,
-                                   request_id, sequence, timeline)  # fmt: skip
+                                   request_id, sequence, timeline, parameters)  # fmt: skip
 
     @staticmethod
     def _submit_to(
@@ -225,6 +228,7 @@ class Engine:
         request_id: str | None,
         sequence: SequenceInfo | None,
         timeline: RequestTimeline | None,
+        parameters: Mapping[str, object] | None,
     ) -> InferFuture:
         if isinstance(served, EnsembleVersion):
             if sequence is not None:
@@ -243,6 +247,7 @@ class Engine:
             request_id=request_id,
             sequence=sequence,
             timeline=timeline,
+            parameters=parameters,
         )
 
     def stream(
@@ -256,6 +261,7 @@ class Engine:
         timeout: float | None = None,
         request_id: str | None = None,
         buffer: int = DEFAULT_BUFFER,
+        parameters: Mapping[str, object] | None = None,
     ) -> ResponseStream:
         """Queue one request and return at once the stream of its responses.
 
@@ -277,6 +283,7 @@ class Engine:
                     timeout=timeout,
                     request_id=request_id,
                     buffer=buffer,
+                    parameters=parameters,
                 )
             except ShuttingDown:
                 # As in submit: a reload swapped the version out before the request was

@@ -69,7 +69,7 @@ class ModelVersion:
         loaded: list[LoadedModel]
         if config.instance_kind is InstanceKind.PROCESS:
             # The model loads once, in a zygote process that forks the workers from itself.
-            processes = ProcessPool(config, version_dir)
+            processes = ProcessPool(config, version_dir, caller)
             config, loaded, count = processes.config, [], config.instance_count()
         else:
             config, loaded, count = _load_in_this_process(config, version_dir, caller)
@@ -165,9 +165,11 @@ class ModelVersion:
         future: InferFuture | None = None,
         sequence: SequenceInfo | None = None,
         timeline: RequestTimeline | None = None,
+        parameters: Mapping[str, object] | None = None,
     ) -> InferFuture:
         """``future``: the one to answer (a stream's, see engine/decoupled.py); None: a new one.
-        ``sequence``: the request's sequence; required by a sequence-batched model."""
+        ``sequence``: the request's sequence; required by a sequence-batched model.
+        ``parameters``: the client's own request parameters, for the model to read."""
         if self.config.decoupled and future is None:
             raise refuse_unary(self.name)
         if self._instances.all_stuck:
@@ -207,6 +209,7 @@ class ModelVersion:
                 batch_size=batch_size,
                 batch_key=batch_key,
                 sequence=sequence,
+                parameters=parameters,
             )
         )
         return future
@@ -342,6 +345,7 @@ class ModelVersion:
                         r.outputs,
                         r.future.request_id,
                         r.sequence,
+                        r.parameters or {},
                     )
                     for r in batch
                 ]

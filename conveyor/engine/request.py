@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -22,3 +23,4 @@ class Request:
     # Requests are batched together only when every input agrees beyond the batch dimension.
     batch_key: tuple[object, ...] = ()
     sequence: SequenceInfo | None = None  # the sequence it belongs to (stateful models)
+    parameters: Mapping[str, object] | None = None  # the client's own, for the model

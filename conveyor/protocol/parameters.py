@@ -92,6 +92,9 @@ class RequestOptions:
     sequence_id: int | str | None = None
     sequence_start: bool = False
     sequence_end: bool = False
+    # The parameters the server does not read itself, as sent: the model's to read
+    # (a Triton model's ``request.parameters()``).
+    custom: Mapping[str, Any] = dataclasses.field(default_factory=dict, compare=False)
 
 
 DEFAULT_OPTIONS = RequestOptions()
@@ -116,6 +119,7 @@ def request_options(parameters: Any) -> RequestOptions:
         sequence_id,
         flag(parameters, "sequence_start", "request parameter"),
         flag(parameters, "sequence_end", "request parameter"),
+        {k: v for k, v in parameters.items() if k not in REQUEST_PARAMETERS},
     )
 
 

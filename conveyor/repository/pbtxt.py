@@ -64,6 +64,9 @@ _REFUSED = {
     "model_repository_agents": "Conveyor runs no repository agents (the files would be used "
     "as they are)",
 }
+# parameters { key: "instance_kind" value: { string_value: "process" } } on a python model
+INSTANCE_KIND_PARAMETER = "instance_kind"
+
 # Triton's onnxruntime backend parameter names -> Conveyor's [onnxruntime] keys.
 _ORT_PARAMETERS = {
     "intra_op_thread_count": "intra_op_threads",
@@ -158,6 +161,10 @@ class _Reader:
             raw["ray"] = ray
         if backend != ENSEMBLE:  # an ensemble runs no backend of its own to pass them to
             raw[backend] = self.parameters(m, backend)
+            if backend == "python" and INSTANCE_KIND_PARAMETER in raw[backend]:
+                # Triton runs every Python instance as a process of its own; Conveyor runs
+                # threads unless the config asks for processes with this parameter.
+                raw["instance_kind"] = raw[backend].pop(INSTANCE_KIND_PARAMETER)
         elif any(not key.startswith(PBTXT_PREFIX) for key in m.parameters):
             self.warn("parameters")
         raw["inputs"] = [self.tensor(t, f"input[{i}]") for i, t in enumerate(m.input)]

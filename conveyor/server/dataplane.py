@@ -351,6 +351,7 @@ class DataPlane(TraceExtension):
             request_id=request_id,
             sequence=_sequence(options),
             timeline=None if trace is None else trace.timeline,
+            parameters=options.custom or None,
         )
         return future if plan is None else classified(future, plan)
 
@@ -380,6 +381,7 @@ class DataPlane(TraceExtension):
             priority=options.priority,
             timeout=options.timeout,
             request_id=request_id,
+            parameters=options.custom or None,
         )
 
     def generate(

@@ -21,6 +21,8 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.metrics_core import HistogramMetricFamily, Metric
 from prometheus_client.utils import floatToGoString
 
+from conveyor.backends.custom_metrics import CUSTOM_METRICS, CustomMetrics, Kind
+
 if TYPE_CHECKING:
     from conveyor.engine import Engine
     from conveyor.engine.stats import ModelStatistics
@@ -158,11 +160,46 @@ def _labels(stats: ModelStatistics) -> dict[str, str]:
     return {"model": stats.name, "version": str(stats.version)}
 
 
+class CustomCollector:
+    """The metric families models defined (Triton's ``pb_utils.MetricFamily``), read from
+    the process's store at each scrape. A family named like one of Conveyor's own is left
+    out: the built-in one keeps its name."""
+
+    BUILT_IN = frozenset({name for name, _, _ in COUNTERS} | {PENDING, LATENCY})
+
+    def __init__(self, store: CustomMetrics = CUSTOM_METRICS) -> None:
+        self._store = store
+
+    def collect(self) -> Iterator[Metric]:
+        for family in self._store.snapshot():
+            if family.name in self.BUILT_IN:
+                continue
+            metric = Metric(family.name, family.description, str(family.kind))
+            for series in family.series:
+                labels = dict(series.labels)
+                if family.kind is not Kind.HISTOGRAM:
+                    metric.add_sample(family.name, labels, series.value)
+                    continue
+                bounds = [*(_le(b) for b in series.buckets), "+Inf"]
+                for bound, count in zip(bounds, series.cumulative, strict=True):
+                    metric.add_sample(f"{family.name}_bucket", {**labels, "le": bound}, count)
+                metric.add_sample(f"{family.name}_sum", labels, series.sum)
+                metric.add_sample(f"{family.name}_count", labels, series.count)
+            yield metric
+
+
+def _le(bound: float) -> str:
+    # Triton writes whole bounds without ".0" (le="1", le="2.5").
+    text = repr(bound)
+    return text.removesuffix(".0")
+
+
 def registry(
     engine: Callable[[], Engine | None], histograms: LatencyHistograms | None
 ) -> CollectorRegistry:
     result = CollectorRegistry(auto_describe=False)
     result.register(EngineCollector(engine, histograms))
+    result.register(CustomCollector())
     return result
 
 

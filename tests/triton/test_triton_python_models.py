@@ -204,29 +204,39 @@ def test_finalize_runs_on_unload(server: RunningServer, repository: Path):
 # -- in-process: what the load itself does -------------------------------------------------
 
 
-def test_pb_utils_alias_is_gone_after_load_and_process_instances_say_thread_only(
+def test_pb_utils_alias_is_gone_after_load_and_decoupled_process_instances_say_thread_only(
     tmp_path: Path,
 ):
+    # Process instances serve Triton models now (tests/triton/process); a decoupled one
+    # still runs on threads only, and its load says so.
     builder = RepoBuilder(tmp_path / "models")
     builder.python("add_sub", ADD_SUB, ADD_SUB_CONFIG.format(instances=1))
     builder.python(
         "in_process", ADD_SUB, 'instance_kind = "process"\n' + ADD_SUB_CONFIG.format(instances=1)
+    )
+    builder.python(
+        "decoupled_process",
+        ADD_SUB,
+        'instance_kind = "process"\ndecoupled = true\n' + ADD_SUB_CONFIG.format(instances=1),
     )
     with Engine.from_repository(builder.path) as engine:
         assert "triton_python_backend_utils" not in sys.modules
         a = np.ones(4, np.float32)
         out = engine.submit("add_sub", {"INPUT0": a, "INPUT1": a}).result(timeout=30)
         assert out["OUTPUT0"].tolist() == [2, 2, 2, 2]
+        out = engine.submit("in_process", {"INPUT0": a, "INPUT1": a}).result(timeout=30)
+        assert out["OUTPUT1"].tolist() == [0, 0, 0, 0]
         with pytest.raises(ModelUnavailable, match="runs on thread instances only"):
-            engine.submit("in_process", {"INPUT0": a, "INPUT1": a})
+            engine.submit("decoupled_process", {"INPUT0": a, "INPUT1": a})
 
 
 def test_unsupported_pb_utils_names_fail_with_the_feature():
     from conveyor.triton import pb_utils
 
-    assert not hasattr(pb_utils, "MetricFamily")
-    with pytest.raises(pb_utils.TritonModelException, match="custom metrics"):
-        _ = pb_utils.MetricFamily
+    # Custom metrics are offered now (tests/triton/metrics); model control still is not.
+    assert not hasattr(pb_utils, "load_model")
+    with pytest.raises(pb_utils.TritonModelException, match="model control"):
+        _ = pb_utils.load_model
     request = pb_utils.InferenceRequest(model_name="x", inputs=[], requested_output_names=[])
     with pytest.raises(pb_utils.TritonModelException, match="initialize\\(\\) or execute\\(\\)"):
         request.exec()

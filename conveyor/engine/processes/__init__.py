@@ -10,7 +10,8 @@
 - ``pool.py``: the engine's side: ProcessPool (the zygote), WorkerSlot (a LoadedModel whose
   ``run`` ships to a worker), ProcessInstances (same take/execute shape as ThreadInstances).
 - ``shm.py``: memfd shared-memory buffers and the tensor layout in them.
-- ``channel.py`` / ``messages.py``: the framed, pickled control messages (never tensors).
+- ``channel.py`` / ``messages.py``: the framed, pickled control messages (tensors only in a
+  worker's rare ``Call`` to another model; a batch's travel through shared memory).
 """
 
 from conveyor.engine.processes.pool import ProcessInstances, ProcessPool

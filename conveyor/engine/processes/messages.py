@@ -14,6 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
+from conveyor.backends.base import SequenceInfo
+from conveyor.backends.custom_metrics import Update
 from conveyor.errors import ConveyorError, ModelError
 from conveyor.repository.config import ModelConfig
 
@@ -59,6 +61,68 @@ class Executed(_Message):
     buffer_size: int
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class RequestShape(_Message):
+    """One request of an ExecuteRequests batch, but its tensors (in the shared buffer)."""
+
+    outputs: tuple[str, ...]
+    request_id: str | None
+    sequence: SequenceInfo | None
+    parameters: dict[str, object]
+
+
+# engine -> worker: a batch whose requests the model takes one by one (``run_requests``).
+# Request i's tensors are named "<i>/<name>" in the one input buffer.
+@dataclasses.dataclass(frozen=True, slots=True)
+class ExecuteRequests(_Message):
+    id: int
+    requests: tuple[RequestShape, ...]
+    inputs: tuple[TensorRef, ...]
+    buffer_size: int
+
+
+# worker -> engine: request i's outputs are named "<i>/<name>"; errors[i] is its failure
+@dataclasses.dataclass(frozen=True, slots=True)
+class ExecutedRequests(_Message):
+    id: int
+    outputs: tuple[TensorRef, ...]
+    errors: tuple[ConveyorError | None, ...]
+    buffer_size: int
+
+
+# worker -> engine, while it runs an execution (or starts): model code calls another model
+# (Triton's Business Logic Scripting). Rare and small, so the tensors are pickled along.
+@dataclasses.dataclass(frozen=True, slots=True)
+class Call(_Message):
+    id: int
+    model: str
+    inputs: dict[str, np.ndarray]
+    version: int | str | None
+    outputs: tuple[str, ...] | None
+    timeout: float | None
+    request_id: str | None
+
+
+# engine -> worker: the called model's answer (or Failed with the Call's id)
+@dataclasses.dataclass(frozen=True, slots=True)
+class Returned(_Message):
+    id: int
+    outputs: dict[str, np.ndarray]
+
+
+# worker -> engine, just before a reply or a Call: the model's custom-metric changes since
+# the last one, for the engine process's store (which /metrics reads)
+@dataclasses.dataclass(frozen=True, slots=True)
+class MetricUpdates(_Message):
+    updates: tuple[Update, ...]
+
+
+# worker -> engine, once, first: it is ready to serve (or Failed(0, why) and it exits)
+@dataclasses.dataclass(frozen=True, slots=True)
+class Ready(_Message):
+    pid: int
+
+
 # worker or zygote -> engine
 @dataclasses.dataclass(frozen=True, slots=True)
 class Failed(_Message):
@@ -78,12 +142,14 @@ class Load(_Message):
 @dataclasses.dataclass(frozen=True, slots=True)
 class Loaded(_Message):
     config: ModelConfig
+    separate_requests: bool  # the loaded model's: its batches go as ExecuteRequests
 
 
 # engine -> zygote: fork a worker that serves the socket riding along as an fd
 @dataclasses.dataclass(frozen=True, slots=True)
 class Spawn(_Message):
     id: int
+    index: int  # which instance the worker serves (a Triton model names it by this)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

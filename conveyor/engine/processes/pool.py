@@ -8,6 +8,7 @@ batching and completion order are the same code for both kinds; only ``run`` dif
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import itertools
 import logging
@@ -22,24 +23,33 @@ from pathlib import Path
 import numpy as np
 
 from conveyor.backends import backend_info, backend_names
-from conveyor.backends.base import LoadedModel
+from conveyor.backends.base import LoadedModel, ModelCaller, RequestData
+from conveyor.backends.custom_metrics import CUSTOM_METRICS, Action, KindMismatch, Update
 from conveyor.engine.instances import Execute as ExecuteWork
 from conveyor.engine.instances import TakeWork, ThreadInstances
 from conveyor.engine.processes.channel import Channel
 from conveyor.engine.processes.messages import (
+    Call,
     Execute,
     Executed,
+    ExecutedRequests,
+    ExecuteRequests,
     Failed,
     Loaded,
+    MetricUpdates,
+    Ready,
     Reap,
     Reaped,
+    RequestShape,
+    Returned,
     Spawn,
     Spawned,
+    flatten_error,
 )
 from conveyor.engine.processes.shm import SharedBuffer, attach, read_tensors, unmap, write_tensors
 from conveyor.engine.processes.zygote import Zygote, start_zygote
 from conveyor.engine.stats import WorkerStatus
-from conveyor.errors import ModelError, RepositoryError
+from conveyor.errors import ConveyorError, ModelError, RepositoryError
 from conveyor.repository.config import ModelConfig
 
 log = logging.getLogger("conveyor.engine.processes")
@@ -55,7 +65,9 @@ class ProcessPool:
     the next :meth:`spawn` starts a new zygote, which loads the model again.
     """
 
-    def __init__(self, config: ModelConfig, version_dir: Path) -> None:
+    def __init__(
+        self, config: ModelConfig, version_dir: Path, caller: ModelCaller | None = None
+    ) -> None:
         if not backend_info(config.backend).process_instances:
             capable = [b for b in backend_names() if backend_info(b).process_instances]
             raise RepositoryError(
@@ -64,6 +76,9 @@ class ProcessPool:
             )
         self.name = config.name
         self.config = config
+        self.caller = caller  # answers the workers' calls to other models
+        self.metrics = WorkerMetrics()  # the workers' custom metrics, in the engine's store
+        self.separate_requests = False
         self._source = config  # as the repository gave it: what a restarted zygote loads
         self._version_dir = version_dir
         self._lock = threading.Lock()  # one zygote request/reply at a time
@@ -88,18 +103,38 @@ class ProcessPool:
                 f"model {self.name!r}: its zygote process {zygote.describe_exit()} while loading"
             )
         self.config = reply.config
+        self.separate_requests = reply.separate_requests
         self.generation += 1
         return zygote
 
-    def spawn(self) -> Worker:
-        """Fork a new worker from the zygote (restarting the zygote if it has died)."""
+    def spawn(self, index: int) -> Worker:
+        """Fork worker ``index`` from the zygote (restarting the zygote if it has died), and
+        wait until it is ready; ModelError says why it could not start."""
+        worker = self._fork(index)
+        try:
+            reply, fds = answer_calls(worker.channel, self.caller, None, self.metrics)
+        except (EOFError, OSError):
+            reply, fds = None, []
+        for fd in fds:
+            os.close(fd)
+        if isinstance(reply, Ready):
+            return worker
+        reason = self.reap(worker)
+        worker.close()
+        if isinstance(reply, Failed):
+            error = ModelError(reply.error.message)
+            error.model_traceback = reply.error.model_traceback
+            raise error
+        raise ModelError(f"model {self.name!r}: its worker process {worker.pid} {reason}")
+
+    def _fork(self, index: int) -> Worker:
         with self._lock:
             for attempt in (1, 2):
                 if self._closed:
                     raise ModelError(f"model {self.name!r} is shutting down")
                 ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
                 try:
-                    request = Spawn(next(self._ids))
+                    request = Spawn(next(self._ids), index)
                     self._zygote.channel.send(request, [theirs.fileno()])
                     reply, _ = self._zygote.channel.recv()
                     if isinstance(reply, Spawned) and reply.id == request.id:
@@ -150,6 +185,75 @@ class ProcessPool:
         with self._lock:
             self._closed = True
             self._zygote.stop(_STOP_GRACE_S)
+        self.metrics.release_all()
+
+
+def answer_calls(
+    channel: Channel,
+    caller: ModelCaller | None,
+    timeout: float | None,
+    metrics: WorkerMetrics,
+) -> tuple[object, list[int]]:
+    """The worker's next reply; calls to other models are answered, metric updates applied.
+
+    A worker's model code may call other models (Triton's BLS) while it starts or runs an
+    execution; this thread waits for it anyway, so it runs the call through the engine.
+    """
+    while True:
+        message, fds = channel.recv(timeout=timeout)
+        if isinstance(message, MetricUpdates):
+            metrics.apply(message.updates)
+        elif isinstance(message, Call):
+            channel.send(_answer(message, caller))
+        else:
+            return message, fds
+
+
+class WorkerMetrics:
+    """Applies a model's workers' custom-metric updates to the engine's store, and keeps
+    count of the families they hold there (MetricFamily objects made and not deleted), to
+    release them when the model closes: a stopping worker's own deletions never arrive."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._holds: collections.Counter[str] = collections.Counter()
+
+    def apply(self, updates: Sequence[Update]) -> None:
+        for update in updates:
+            try:
+                CUSTOM_METRICS.apply(update)
+            except KindMismatch as exc:  # another model's family took the name first
+                log.warning("a worker's custom metric was dropped: %s", exc)
+                continue
+            if update.action in (Action.HOLD, Action.RELEASE):
+                with self._lock:
+                    self._holds[update.family] += 1 if update.action is Action.HOLD else -1
+
+    def release_all(self) -> None:
+        with self._lock:
+            holds, self._holds = self._holds, collections.Counter()
+        for family, count in holds.items():
+            for _ in range(count):
+                CUSTOM_METRICS.apply(Update(family, Action.RELEASE))
+
+
+def _answer(call: Call, caller: ModelCaller | None) -> Returned | Failed:
+    if caller is None:
+        return Failed(call.id, ModelError(f"no engine to run model {call.model!r} here"))
+    try:
+        future = caller(
+            call.model,
+            call.inputs,
+            version=call.version,
+            outputs=call.outputs,
+            timeout=call.timeout,
+            request_id=call.request_id,
+        )
+        return Returned(call.id, dict(future.result()))
+    except ConveyorError as exc:
+        return Failed(call.id, flatten_error(exc, call.model))
+    except Exception as exc:
+        return Failed(call.id, flatten_error(exc, call.model))
 
 
 class Worker:
@@ -184,7 +288,9 @@ class WorkerSlot(LoadedModel):
         self._ids = itertools.count(1)
         self._closing = False
         self._lock = threading.Lock()  # guards _worker between run() and close()
-        self._worker: Worker | None = pool.spawn()
+        self._index = index
+        self.separate_requests = pool.separate_requests
+        self._worker: Worker | None = pool.spawn(index)
         self.restarts = 0  # workers started to replace one that died, hung or went astray
 
     def status(self) -> WorkerStatus:
@@ -200,9 +306,43 @@ class WorkerSlot(LoadedModel):
     def run(self, inputs: dict[str, np.ndarray], outputs: Sequence[str]) -> dict[str, np.ndarray]:
         refs = write_tensors(self._inputs, inputs)
         message = Execute(next(self._ids), refs, tuple(outputs), self._inputs.size)
+        reply, worker = self._exchange(message)
+        assert isinstance(reply, Executed)
+        return read_tensors(worker.outputs, reply.outputs, copy=True)
+
+    def run_requests(
+        self, requests: Sequence[RequestData]
+    ) -> list[dict[str, np.ndarray] | Exception]:
+        """The batch goes as one ExecuteRequests; each request's tensors as "<i>/<name>"."""
+        flat = {
+            f"{i}/{name}": array
+            for i, request in enumerate(requests)
+            for name, array in request.inputs.items()
+        }
+        refs = write_tensors(self._inputs, flat)
+        shapes = tuple(
+            RequestShape(r.outputs, r.request_id, r.sequence, dict(r.parameters)) for r in requests
+        )
+        message = ExecuteRequests(next(self._ids), shapes, refs, self._inputs.size)
+        reply, worker = self._exchange(message)
+        assert isinstance(reply, ExecutedRequests)
+        produced = read_tensors(worker.outputs, reply.outputs, copy=True)
+        outcomes: list[dict[str, np.ndarray] | Exception] = []
+        for i, error in enumerate(reply.errors):
+            prefix = f"{i}/"
+            mine = {k.removeprefix(prefix): a for k, a in produced.items() if k.startswith(prefix)}
+            outcomes.append(error if error is not None else mine)
+        return outcomes
+
+    def _exchange(
+        self, message: Execute | ExecuteRequests
+    ) -> tuple[Executed | ExecutedRequests, Worker]:
+        """Send one execution to the worker and wait for its reply (Executed...)."""
         worker = self._send(message)
         try:
-            reply, fds = worker.channel.recv(timeout=self._timeout)
+            reply, fds = answer_calls(
+                worker.channel, self.pool.caller, self._timeout, self.pool.metrics
+            )
         except TimeoutError:
             self._replace(worker)
             raise ModelError(
@@ -222,7 +362,10 @@ class WorkerSlot(LoadedModel):
             ) from None
         if isinstance(reply, Failed) and reply.id == message.id:
             raise reply.error
-        if not isinstance(reply, Executed) or reply.id != message.id:
+        expected = ExecutedRequests if isinstance(message, ExecuteRequests) else Executed
+        if not isinstance(reply, Executed | ExecutedRequests):
+            reply = None
+        if reply is None or not isinstance(reply, expected) or reply.id != message.id:
             for fd in fds:
                 os.close(fd)
             self._replace(worker)
@@ -233,9 +376,9 @@ class WorkerSlot(LoadedModel):
             worker.outputs = attach(fds[0], reply.buffer_size)
             for fd in fds[1:]:
                 os.close(fd)
-        return read_tensors(worker.outputs, reply.outputs, copy=True)
+        return reply, worker
 
-    def _send(self, message: Execute) -> Worker:
+    def _send(self, message: Execute | ExecuteRequests) -> Worker:
         """Send to a live worker: one found dead before it took the request is replaced."""
         for attempt in (1, 2):
             worker = self._live_worker()
@@ -265,7 +408,7 @@ class WorkerSlot(LoadedModel):
             with self._lock:
                 if self._closing:
                     raise ModelError(f"model {self.name!r} is shutting down")
-                self._worker = worker = self.pool.spawn()
+                self._worker = worker = self.pool.spawn(self._index)
         return worker
 
     def _replace(self, worker: Worker) -> str:
@@ -279,7 +422,7 @@ class WorkerSlot(LoadedModel):
                 return reason
         log.warning("model %r: worker process %d %s", self.name, worker.pid, reason)
         try:
-            successor = self.pool.spawn()
+            successor = self.pool.spawn(self._index)
         except ModelError as exc:
             log.error("%s; the next request will try again", exc.message)
             return reason
@@ -325,6 +468,11 @@ class ProcessInstances:
         try:
             for index in range(count):
                 self.slots.append(WorkerSlot(pool, index))
+        except ModelError as exc:  # a worker could not start (a Triton initialize() failed)
+            self._release()
+            error = RepositoryError(exc.message)
+            error.model_traceback = exc.model_traceback
+            raise error from None
         except BaseException:
             self._release()
             raise

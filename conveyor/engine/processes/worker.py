@@ -7,21 +7,98 @@ engine hangs up, and never returns into the zygote's code (the caller ends with 
 
 from __future__ import annotations
 
+import itertools
 import mmap
 import os
+import traceback
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from conveyor.backends.base import LoadedModel
+from conveyor.backends.base import LoadedModel, RequestData
+from conveyor.backends.custom_metrics import CUSTOM_METRICS
 from conveyor.engine.outputs import requested_outputs
 from conveyor.engine.processes.channel import Channel
-from conveyor.engine.processes.messages import Execute, Executed, Failed, flatten_error
+from conveyor.engine.processes.messages import (
+    Call,
+    Execute,
+    Executed,
+    ExecutedRequests,
+    ExecuteRequests,
+    Failed,
+    MetricUpdates,
+    Ready,
+    Returned,
+    TensorRef,
+    flatten_error,
+)
 from conveyor.engine.processes.shm import SharedBuffer, attach, read_tensors, unmap, write_tensors
-from conveyor.errors import ModelError
+from conveyor.errors import ConveyorError, ModelError
+from conveyor.futures import InferFuture
 
 
-def serve(model: LoadedModel, name: str, channel: Channel) -> None:
+class EngineCaller:
+    """A worker's ModelCaller: the call goes to the engine over the worker's channel.
+
+    The worker is single-threaded and its slot waits on the channel for the execution's
+    reply, so the slot answers the call in between; the future is done when it returns.
+    """
+
+    def __init__(self, channel: Channel) -> None:
+        self._channel = channel
+        self._ids = itertools.count(1)
+
+    def __call__(
+        self,
+        model: str,
+        inputs: Mapping[str, np.ndarray],
+        *,
+        version: int | str | None = None,
+        outputs: Sequence[str] | None = None,
+        timeout: float | None = None,
+        request_id: str | None = None,
+    ) -> InferFuture:
+        call = Call(
+            next(self._ids),
+            model,
+            dict(inputs),
+            version,
+            None if outputs is None else tuple(outputs),
+            timeout,
+            request_id,
+        )
+        send(self._channel, call)
+        reply, _ = self._channel.recv()
+        future = InferFuture()
+        future.request_id = request_id
+        if isinstance(reply, Returned) and reply.id == call.id:
+            future.set_result(reply.outputs)
+        elif isinstance(reply, Failed) and reply.id == call.id:
+            future.set_exception(reply.error)
+        else:
+            future.set_exception(ModelError(f"call to model {model!r}: answered out of step"))
+        return future
+
+
+def serve(own: LoadedModel, name: str, channel: Channel, index: int) -> None:
     """Answer Execute messages until the engine closes the channel (or dies)."""
+    CUSTOM_METRICS.outbox = []  # this process's metric changes go to the engine's store
+    try:
+        model = own.forked(index, EngineCaller(channel))
+    except Exception as exc:
+        error = flatten_error(exc, name)
+        error.model_traceback = error.model_traceback or traceback.format_exc()
+        send(channel, Failed(0, error))
+        return
+    send(channel, Ready(os.getpid()))
+    try:
+        _serve(model, name, channel)
+    finally:
+        if model is not own:  # its own object: finalize it (a Triton model's finalize())
+            model.close()
+
+
+def _serve(model: LoadedModel, name: str, channel: Channel) -> None:
     inputs: mmap.mmap | None = None
     outputs = SharedBuffer(f"{name}-out-{os.getpid()}")
     shared = 0  # the generation of ``outputs`` the engine has mapped
@@ -30,7 +107,7 @@ def serve(model: LoadedModel, name: str, channel: Channel) -> None:
             message, fds = channel.recv()
         except (EOFError, OSError):
             return
-        if not isinstance(message, Execute):
+        if not isinstance(message, Execute | ExecuteRequests):
             for fd in fds:
                 os.close(fd)
             continue
@@ -40,23 +117,70 @@ def serve(model: LoadedModel, name: str, channel: Channel) -> None:
             inputs = attach(fds[0], message.buffer_size)
             for fd in fds[1:]:
                 os.close(fd)
-        reply: Executed | Failed
+        reply: Executed | ExecutedRequests | Failed
         send_fds: list[int] = []
         try:
             arrays = read_tensors(inputs, message.inputs, copy=False)
-            produced = model.run(arrays, message.outputs)
-            refs = write_tensors(outputs, _shippable(produced, message.outputs, name))
-            del arrays, produced
-            reply = Executed(message.id, refs, outputs.size)
+            if isinstance(message, ExecuteRequests):
+                refs, errors = _run_requests(model, name, message, arrays, outputs)
+                reply = ExecutedRequests(message.id, refs, errors, outputs.size)
+            else:
+                produced = model.run(arrays, message.outputs)
+                refs = write_tensors(outputs, _shippable(produced, message.outputs, name))
+                del produced
+                reply = Executed(message.id, refs, outputs.size)
+            del arrays
             if shared != outputs.generation:
                 send_fds = [outputs.fd]
                 shared = outputs.generation
         except Exception as exc:
             reply = Failed(message.id, flatten_error(exc, name))
         try:
-            channel.send(reply, send_fds)
+            send(channel, reply, send_fds)
         except OSError:
             return
+
+
+def send(channel: Channel, message: object, fds: Sequence[int] = ()) -> None:
+    """Send ``message``, after the custom-metric changes made since the last send."""
+    updates = CUSTOM_METRICS.take_outbox()
+    if updates:
+        channel.send(MetricUpdates(tuple(updates)))
+    channel.send(message, fds)
+
+
+def _run_requests(
+    model: LoadedModel,
+    name: str,
+    message: ExecuteRequests,
+    arrays: dict[str, np.ndarray],
+    outputs: SharedBuffer,
+) -> tuple[tuple[TensorRef, ...], tuple[ConveyorError | None, ...]]:
+    """Run a batch request by request; each request's outputs go as "<i>/<name>"."""
+    requests = [
+        RequestData(
+            {key.partition("/")[2]: a for key, a in arrays.items() if key.startswith(f"{i}/")},
+            shape.outputs,
+            shape.request_id,
+            shape.sequence,
+            shape.parameters,
+        )
+        for i, shape in enumerate(message.requests)
+    ]
+    shipped: dict[str, np.ndarray] = {}
+    errors: list[ConveyorError | None] = []
+    for i, (request, outcome) in enumerate(
+        zip(requests, model.run_requests(requests), strict=True)
+    ):
+        try:
+            if isinstance(outcome, Exception):
+                raise outcome
+            for output, array in _shippable(outcome, request.outputs, name).items():
+                shipped[f"{i}/{output}"] = array
+            errors.append(None)
+        except Exception as exc:
+            errors.append(flatten_error(exc, name))
+    return write_tensors(outputs, shipped), tuple(errors)
 
 
 def _shippable(produced: object, wanted: tuple[str, ...], name: str) -> dict[str, np.ndarray]:

@@ -30,6 +30,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 import traceback
 from pathlib import Path
 
@@ -175,7 +176,7 @@ def _zygote_main(config: ModelConfig, version_dir: Path, channel: Channel) -> in
     except Exception as exc:
         channel.send(Failed(0, flatten_error(exc, config.name)))
         return 0
-    channel.send(Loaded(config))
+    channel.send(Loaded(config, model.separate_requests))
     # Move everything alive now out of the collector's reach: a collection in a worker would
     # otherwise write to every object's header and unshare the pages they live on.
     gc.collect()
@@ -189,7 +190,7 @@ def _zygote_main(config: ModelConfig, version_dir: Path, channel: Channel) -> in
                 return 0  # the engine closed the model, or died
             if isinstance(message, Spawn):
                 try:
-                    pid = _fork_worker(model, config.name, fds[0], channel)
+                    pid = _fork_worker(model, config.name, fds[0], channel, message.index)
                 finally:
                     for fd in fds:
                         os.close(fd)
@@ -202,6 +203,9 @@ def _zygote_main(config: ModelConfig, version_dir: Path, channel: Channel) -> in
                 for fd in fds:
                     os.close(fd)
     finally:
+        # The engine hung up on the workers first: let them finish (a Triton model's
+        # finalize() runs then) for a moment before they are killed.
+        _wait_for(workers, _WORKER_GRACE_S)
         for pid in workers:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
@@ -213,7 +217,25 @@ def _zygote_main(config: ModelConfig, version_dir: Path, channel: Channel) -> in
             traceback.print_exc()
 
 
-def _fork_worker(model: LoadedModel, name: str, fd: int, control: Channel) -> int:
+_WORKER_GRACE_S = 3.0  # below the engine's grace for the zygote itself
+
+
+def _wait_for(workers: set[int], grace: float) -> None:
+    """Collect the workers that exit within ``grace`` seconds (removed from ``workers``)."""
+    deadline = time.monotonic() + grace
+    while workers and time.monotonic() < deadline:
+        for pid in list(workers):
+            try:
+                done, _ = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                done = pid
+            if done:
+                workers.discard(pid)
+        if workers:
+            time.sleep(0.01)
+
+
+def _fork_worker(model: LoadedModel, name: str, fd: int, control: Channel, index: int) -> int:
     zygote = os.getpid()
     pid = os.fork()
     if pid == 0:
@@ -223,7 +245,7 @@ def _fork_worker(model: LoadedModel, name: str, fd: int, control: Channel) -> in
             if os.getppid() != zygote:  # the zygote died before the line above took effect
                 _exit(0)
             control.close()
-            serve(model, name, Channel(socket.socket(fileno=fd)))
+            serve(model, name, Channel(socket.socket(fileno=fd)), index)
         except BaseException:
             traceback.print_exc()
             status = 1

@@ -1,0 +1,88 @@
+"""A Triton Python model on process instances, asked for in its config.pbtxt.
+
+``execute`` answers with the worker's pid and instance name after some GIL-bound work, and
+calls ``add_sub`` (a thread-instance model of the same server) through BLS for its sum;
+``finalize`` appends the worker's pid to finalized.log.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from tests.triton.models import ADD_SUB, ADD_SUB_CONFIG
+
+WHO_AM_I = """
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.name = args["model_instance_name"]
+        self.folder = Path(args["model_repository"]) / args["model_version"]
+
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            x = pb_utils.get_input_tensor_by_name(request, "X").as_numpy()
+            total = 0
+            for i in range(200_000):  # pure Python: holds the GIL
+                total += i
+            call = pb_utils.InferenceRequest(
+                model_name="add_sub",
+                inputs=[pb_utils.Tensor("INPUT0", x), pb_utils.Tensor("INPUT1", x)],
+                requested_output_names=["OUTPUT0"],
+            )
+            answer = call.exec()
+            if answer.has_error():
+                responses.append(pb_utils.InferenceResponse(error=answer.error()))
+                continue
+            doubled = pb_utils.get_output_tensor_by_name(answer, "OUTPUT0").as_numpy()
+            responses.append(
+                pb_utils.InferenceResponse(
+                    [
+                        pb_utils.Tensor("PID", np.array([os.getpid()], np.int64)),
+                        pb_utils.Tensor("INSTANCE", np.array([self.name.encode()], np.object_)),
+                        pb_utils.Tensor("DOUBLED", doubled),
+                    ]
+                )
+            )
+        return responses
+
+    def finalize(self):
+        with open(self.folder / "finalized.log", "a") as log:
+            log.write(f"{os.getpid()} {self.name}\\n")
+"""
+
+WHO_AM_I_PBTXT = """
+backend: "python"
+max_batch_size: 0
+input [ { name: "X", data_type: TYPE_FP32, dims: [ 4 ] } ]
+output [
+  { name: "PID", data_type: TYPE_INT64, dims: [ 1 ] },
+  { name: "INSTANCE", data_type: TYPE_STRING, dims: [ 1 ] },
+  { name: "DOUBLED", data_type: TYPE_FP32, dims: [ 4 ] }
+]
+instance_group [ { count: 2, kind: KIND_CPU } ]
+parameters { key: "instance_kind" value: { string_value: "process" } }
+"""
+
+
+def build_repository(path: Path) -> Path:
+    """``who_am_i`` (2 process instances, config.pbtxt) and ``add_sub`` (thread instances)."""
+    folder = path / "who_am_i" / "1"
+    folder.mkdir(parents=True)
+    (folder / "model.py").write_text(textwrap.dedent(WHO_AM_I))
+    (path / "who_am_i" / "config.pbtxt").write_text(textwrap.dedent(WHO_AM_I_PBTXT))
+    add_sub = path / "add_sub" / "1"
+    add_sub.mkdir(parents=True)
+    (add_sub / "model.py").write_text(textwrap.dedent(ADD_SUB))
+    (path / "add_sub" / "config.toml").write_text(
+        textwrap.dedent(ADD_SUB_CONFIG.format(instances=1))
+    )
+    return path
