@@ -34,6 +34,7 @@ import asyncio
 import collections
 import contextlib
 import logging
+import socket
 import ssl
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -675,8 +676,12 @@ class HTTPToolsFrontEnd:
         body_timeout: float = BODY_TIMEOUT_SECONDS,
         keep_alive_timeout: float = KEEP_ALIVE_SECONDS,
         backlog: int = BACKLOG,
+        sock: socket.socket | None = None,
     ) -> None:
+        """``sock``: a listening socket to serve (one shared by several front-end
+        processes) instead of binding ``host``:``port``."""
         self.name = name
+        self._sock = sock
         self.routes = routes
         self.begin_infer = routes.begin_infer if isinstance(routes, InferRoutes) else None
         self.max_body_bytes = max_body_bytes
@@ -711,7 +716,7 @@ class HTTPToolsFrontEnd:
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
         self._refresh()
-        sock = bind(self._host, self._port)
+        sock = self._sock if self._sock is not None else bind(self._host, self._port)
         self._server = await self.loop.create_server(
             lambda: HTTPProtocol(self),
             sock=sock,

@@ -1,0 +1,56 @@
+"""The messages between a front-end process and the engine process (pickled, see wire.py).
+
+A front end sends :class:`Call` (a data-plane method by name) and :class:`Cancel`; the
+engine answers each call with one :class:`Reply` carrying the same id. :class:`Observe`
+(an answered request's latency, for the one set of histograms) needs no answer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+from typing import Any
+
+from conveyor.errors import ConveyorError
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Call:
+    call_id: int
+    method: str
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Reply:
+    call_id: int
+    value: Any = None
+    error: BaseException | None = None
+    # For an infer call: the request id, model and version the engine resolved.
+    served: tuple[str | None, str | None, str | None] | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Cancel:
+    """The front end's client went away: drop the request if it is still queued."""
+
+    call_id: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Observe:
+    model: str
+    version: str
+    seconds: float
+    protocol: str
+
+
+def portable(error: BaseException) -> BaseException:
+    """``error`` if it survives pickling (Conveyor's errors do, keeping their status);
+    otherwise a ConveyorError (an internal error) that says what it was."""
+    try:
+        pickle.loads(pickle.dumps(error))
+    except Exception:
+        return ConveyorError(f"{type(error).__name__}: {error}")
+    return error
