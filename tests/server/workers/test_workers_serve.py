@@ -1,0 +1,162 @@
+"""``conveyor serve --workers 2``: both protocols, through either front-end process, over
+one engine: one set of statistics, one repository, one shared-memory registry."""
+
+from __future__ import annotations
+
+import inspect
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+import tritonclient.utils.shared_memory as shm
+from tritonclient.utils import InferenceServerException
+
+from conveyor.server.dataplane import DataPlane
+from conveyor.server.workers.remote import RemoteDataPlane
+from conveyor.testing import RunningServer, run_server
+from tests.models import RepoBuilder
+from tests.server.shm.shm_util import region
+from tests.server.workers.workers_util import (
+    http_client,
+    paused,
+    success_count,
+    tiny_input,
+    wait_front_ends,
+)
+
+pytestmark = pytest.mark.workers
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+    builder = RepoBuilder(tmp_path_factory.mktemp("workers-repo"))
+    builder.tiny()
+    builder.echo_model("echo")
+    args = ["--workers", "2", "--model-control", "explicit", "--load-model", "tiny"]
+    with run_server(builder.path, extra_args=args) as running:
+        wait_front_ends(running, 2)
+        yield running
+
+
+@pytest.fixture
+def pids(server: RunningServer) -> list[int]:
+    return wait_front_ends(server, 2)
+
+
+@pytest.fixture
+def grpc_client(server: RunningServer) -> Iterator[Any]:
+    client = grpcclient.InferenceServerClient(server.grpc_url.removeprefix("grpc://"))
+    yield client
+    client.close()
+
+
+def test_every_public_data_plane_method_is_forwarded() -> None:
+    # A method added to DataPlane but not to RemoteDataPlane would run against no engine
+    # in a front-end process and answer "starting" forever.
+    public = {name for name in vars(DataPlane) if not name.startswith("_")}
+    public -= {"live"}  # answered locally: a process that answers is live
+    missing = {name for name in public if inspect.isfunction(vars(DataPlane)[name])}
+    missing -= set(vars(RemoteDataPlane))
+    assert not missing
+
+
+def test_unary_and_control_calls_over_both_protocols(
+    server: RunningServer, grpc_client: Any
+) -> None:
+    http = http_client(server)
+    for client, module in ((http, httpclient), (grpc_client, grpcclient)):
+        assert client.is_server_live() and client.is_server_ready()
+        assert client.is_model_ready("tiny")
+        result = client.infer("tiny", [tiny_input(module)])
+        np.testing.assert_array_equal(
+            result.as_numpy("OUTPUT0"), np.arange(16, dtype=np.float32).reshape(1, 16) + 1
+        )
+        metadata = client.get_model_metadata("tiny")
+        name = metadata["name"] if isinstance(metadata, dict) else metadata.name
+        assert name == "tiny"
+        assert client.get_model_config("tiny")
+        assert client.get_model_repository_index()
+    # Errors keep their status across the process boundary.
+    with pytest.raises(InferenceServerException) as caught:
+        http.infer("missing", [tiny_input(httpclient)])
+    assert caught.value.status() == "404"
+    with pytest.raises(InferenceServerException) as caught:
+        grpc_client.infer("missing", [tiny_input(grpcclient)])
+    assert caught.value.status() == "StatusCode.NOT_FOUND"
+
+
+def test_statistics_and_metrics_count_requests_from_both_front_ends(
+    server: RunningServer, pids: list[int], grpc_client: Any
+) -> None:
+    first, second = pids
+    before = success_count(grpc_client, "tiny")
+    for busy in (first, second):
+        with paused(busy):  # the other front end takes every new connection
+            client = http_client(server)
+            for _ in range(3):
+                client.infer("tiny", [tiny_input(httpclient)])
+            client.close()
+    assert success_count(grpc_client, "tiny") == before + 6
+    with paused(first):
+        assert success_count(http_client(server), "tiny") == before + 6
+    with paused(second):
+        assert success_count(http_client(server), "tiny") == before + 6
+    with urllib.request.urlopen(server.metrics_url, timeout=10) as response:
+        text = response.read().decode()
+    line = next(
+        x for x in text.splitlines() if x.startswith('nv_inference_request_success{model="tiny"')
+    )
+    assert float(line.rsplit(" ", 1)[1]) == before + 6
+
+
+def test_a_model_loaded_through_one_front_end_is_served_by_the_other(
+    server: RunningServer, pids: list[int], grpc_client: Any
+) -> None:
+    first, second = pids
+    with paused(second):
+        http_client(server).load_model("echo")
+    try:
+        with paused(first):
+            assert http_client(server).is_model_ready("echo")
+        assert grpc_client.is_model_ready("echo")
+    finally:
+        with paused(first):
+            http_client(server).unload_model("echo")
+    with paused(second):
+        assert not http_client(server).is_model_ready("echo")
+
+
+def test_a_region_registered_through_one_front_end_is_usable_through_the_other(
+    server: RunningServer, pids: list[int]
+) -> None:
+    first, second = pids
+    data = np.arange(16, dtype=np.float32).reshape(1, 16)
+    with region(data.nbytes * 2, "conveyor_workers") as (name, key, handle):
+        shm.set_shared_memory_region(handle, [data])
+        with paused(second):
+            http_client(server).register_system_shared_memory(name, key, data.nbytes * 2)
+        try:
+            with paused(first):
+                client = http_client(server)
+                tensor = httpclient.InferInput("INPUT0", [1, 16], "FP32")
+                tensor.set_shared_memory(name, data.nbytes)
+                output = httpclient.InferRequestedOutput("OUTPUT0", binary_data=True)
+                output.set_shared_memory(name, data.nbytes, offset=data.nbytes)
+                client.infer("tiny", [tensor], outputs=[output])
+            written = shm.get_contents_as_numpy(handle, np.float32, [1, 16], offset=data.nbytes)
+            np.testing.assert_array_equal(written, data + 1)
+        finally:
+            http_client(server).unregister_system_shared_memory(name)
+
+
+def test_streams_are_refused_with_a_clear_error(server: RunningServer) -> None:
+    request = urllib.request.Request(
+        f"{server.http_url}/v2/models/tiny/generate", data=b"{}", method="POST"
+    )
+    with pytest.raises(urllib.error.HTTPError) as caught:
+        urllib.request.urlopen(request, timeout=10)
+    assert "--workers" in caught.value.read().decode()
