@@ -164,7 +164,8 @@ class FrontEndLink:
     def _observe(self, message: Observe) -> None:
         histograms = self._data.histograms
         if histograms is not None:
-            histograms.observe(message.model, message.version, message.seconds, message.protocol)
+            for model, version, seconds, protocol in message.samples:
+                histograms.observe(model, version, seconds, protocol)
 
     def _send(self, reply: Reply) -> None:
         writer = self._writer
