@@ -90,9 +90,7 @@ def latency(server: RunningServer, requests: int) -> list[float]:
     return seconds
 
 
-def throughput(
-    server: RunningServer, concurrency: int, duration: float
-) -> tuple[int, list[float]]:
+def throughput(server: RunningServer, concurrency: int, duration: float) -> tuple[int, list[float]]:
     """(requests answered, each server process's CPU-seconds (the engine process first))
     in one window of closed-loop load."""
     stop = threading.Event()
@@ -119,7 +117,7 @@ def throughput(
     answered = sum(counts)
     for thread in threads:
         thread.join()
-    return answered, [after - before for before, after in zip(cpu_before, cpu_after)]
+    return answered, [after - before for before, after in zip(cpu_before, cpu_after, strict=True)]
 
 
 def measure(workers: int, args: argparse.Namespace, repository: Path) -> dict[str, Any]:
