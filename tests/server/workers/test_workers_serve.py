@@ -4,6 +4,7 @@ one engine: one set of statistics, one repository, one shared-memory registry.""
 from __future__ import annotations
 
 import inspect
+import queue
 import urllib.request
 from collections.abc import Iterator
 from typing import Any
@@ -151,6 +152,21 @@ def test_a_region_registered_through_one_front_end_is_usable_through_the_other(
             np.testing.assert_array_equal(written, data + 1)
         finally:
             http_client(server).unregister_system_shared_memory(name)
+
+
+def test_model_stream_infer_to_a_model_that_is_not_decoupled(server: RunningServer) -> None:
+    answers: queue.Queue[Any] = queue.Queue()
+    client = grpcclient.InferenceServerClient(server.grpc_url.removeprefix("grpc://"))
+    client.start_stream(callback=lambda result, error: answers.put((result, error)))
+    try:
+        for i in range(3):
+            client.async_stream_infer("tiny", [tiny_input(grpcclient)], request_id=str(i))
+        results = [answers.get(timeout=30) for _ in range(3)]
+    finally:
+        client.stop_stream()
+        client.close()
+    assert [error for _, error in results] == [None] * 3
+    assert sorted(result.get_response().id for result, _ in results) == ["0", "1", "2"]
 
 
 def test_streams_are_refused_with_a_clear_error(server: RunningServer) -> None:
