@@ -22,7 +22,15 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from conveyor.server.workers import wire
-from conveyor.server.workers.messages import Call, Cancel, Observe, Reply, portable
+from conveyor.server.workers.messages import (
+    Call,
+    Cancel,
+    Observe,
+    Reply,
+    StreamEnd,
+    StreamItem,
+    portable,
+)
 
 if TYPE_CHECKING:
     from conveyor.futures import InferFuture
@@ -49,6 +57,10 @@ CONTROL_METHODS = frozenset(
     }
 )
 ASYNC_METHODS = frozenset({"load", "unload"})
+# Calls whose answer is a stream of responses: started by a control call (which answers
+# with the model and version serving it, as the front end needs them at once), then
+# pumped on the loop, each response as a StreamItem on the multiplexed connection.
+STREAM_METHODS = frozenset({"stream", "generate"})
 
 
 class FrontEndLink:
@@ -62,6 +74,9 @@ class FrontEndLink:
         self._calls = calls
         self.name = name
         self._in_flight: dict[int, InferFuture] = {}
+        self._streams: dict[int, Any] = {}  # call id -> ResponseStream or GenerateResponses
+        self._closed = False
+        self._loop = asyncio.get_running_loop()
         self._tasks: set[asyncio.Task[None]] = set()
         self._writer: asyncio.StreamWriter | None = None
         self._thread = threading.Thread(
@@ -88,6 +103,8 @@ class FrontEndLink:
                 return
 
     def _control_reply(self, call: Call) -> Reply:
+        if call.method in STREAM_METHODS:
+            return self._start_stream(call)
         if call.method not in CONTROL_METHODS:
             error = ValueError(f"{call.method!r} is not a control call")
             return Reply(call.call_id, error=error)
@@ -96,6 +113,45 @@ class FrontEndLink:
         except Exception as exc:
             return Reply(call.call_id, error=portable(exc))
         return Reply(call.call_id, value=value)
+
+    # -- streamed calls ---------------------------------------------------------------------
+
+    def _start_stream(self, call: Call) -> Reply:
+        # On the control thread; the engine's stream() and generate() return at once.
+        try:
+            stream = getattr(self._data, call.method)(*call.args, **call.kwargs)
+        except Exception as exc:
+            return Reply(call.call_id, error=portable(exc))
+        served = (
+            getattr(stream, "request_id", None),
+            getattr(stream, "model_name", None) or getattr(stream, "model", None),
+            getattr(stream, "model_version", None) or getattr(stream, "version", None),
+        )
+        self._loop.call_soon_threadsafe(self._pump_later, call.call_id, stream)
+        return Reply(call.call_id, served=served)
+
+    def _pump_later(self, call_id: int, stream: Any) -> None:
+        if self._closed:
+            stream.close()
+            return
+        self._streams[call_id] = stream
+        task = self._loop.create_task(self._pump(call_id, stream))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _pump(self, call_id: int, stream: Any) -> None:
+        error: BaseException | None = None
+        try:
+            async for item in stream:
+                self._send(StreamItem(call_id, item))
+                if self._writer is not None:
+                    await self._writer.drain()  # a front end that reads slowly slows the model
+        except Exception as exc:
+            error = portable(exc)
+        finally:
+            stream.close()
+            if self._streams.pop(call_id, None) is not None:
+                self._send(StreamEnd(call_id, error))
 
     # -- inference and repository calls, on the loop --------------------------------------
 
@@ -111,6 +167,9 @@ class FrontEndLink:
                     future = self._in_flight.get(message.call_id)
                     if future is not None:
                         future.cancel()
+                    stream = self._streams.pop(message.call_id, None)
+                    if stream is not None:
+                        stream.close()
                 elif isinstance(message, Observe):
                     self._observe(message)
         except (asyncio.IncompleteReadError, ConnectionError, OSError):
@@ -167,7 +226,7 @@ class FrontEndLink:
             for model, version, seconds, protocol in message.samples:
                 histograms.observe(model, version, seconds, protocol)
 
-    def _send(self, reply: Reply) -> None:
+    def _send(self, reply: Reply | StreamItem | StreamEnd) -> None:
         writer = self._writer
         if writer is None or writer.is_closing():
             return
@@ -175,10 +234,15 @@ class FrontEndLink:
             writer.writelines(wire.frame_parts(reply))
         except Exception as exc:  # an output that cannot be pickled: say so, keep serving
             with contextlib.suppress(Exception):
-                writer.writelines(wire.frame_parts(Reply(reply.call_id, error=portable(exc))))
+                failed = Reply(reply.call_id, error=portable(exc))
+                writer.writelines(wire.frame_parts(failed))
 
     def close(self) -> None:
         """The front end is gone: drop its queued requests, close both connections."""
+        self._closed = True
+        streams, self._streams = self._streams, {}
+        for stream in streams.values():
+            stream.close()
         in_flight, self._in_flight = self._in_flight, {}
         if in_flight:
             log.warning("%s: dropping %d request(s) it had admitted", self.name, len(in_flight))

@@ -1,7 +1,9 @@
 """The messages between a front-end process and the engine process (pickled, see wire.py).
 
 A front end sends :class:`Call` (a data-plane method by name) and :class:`Cancel`; the
-engine answers each call with one :class:`Reply` carrying the same id. :class:`Observe`
+engine answers each call with one :class:`Reply` carrying the same id, and a streamed call
+(``stream``, ``generate``) also with its responses, :class:`StreamItem` each, then one
+:class:`StreamEnd`. :class:`Observe`
 (an answered request's latency, for the one set of histograms) needs no answer.
 """
 
@@ -36,6 +38,22 @@ class Cancel:
     """The front end's client went away: drop the request if it is still queued."""
 
     call_id: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class StreamItem:
+    """One response of a streamed call (``stream`` or ``generate``)."""
+
+    call_id: int
+    item: Any
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class StreamEnd:
+    """A streamed call's last message: no response follows (``error``: why it failed)."""
+
+    call_id: int
+    error: BaseException | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -7,10 +7,12 @@ on the multiplexed connection; the reply, read by a task on this process's loop,
 the future with the engine's outputs or its error (the same Conveyor error type, so the
 status code is the same). ``load``/``unload`` are awaited the same way.
 
-The control calls the front ends make synchronously (readiness, metadata, statistics,
-shared-memory regions) are one blocking round trip on a second connection, served by a
-thread of the engine process: tens of microseconds on an idle machine. ``live`` and the
-server metadata are answered here.
+Streams (``stream``, ``generate``) are started by a control call and their responses fed
+into a local :class:`~conveyor.streams.ResponseStream` as they arrive; closing it cancels
+the call in the engine process. The control calls the front ends make synchronously
+(readiness, metadata, statistics, shared-memory regions) are one blocking round trip on a
+second connection, served by a thread of the engine process: tens of microseconds on an
+idle machine. ``live`` and the server metadata are answered here.
 """
 
 from __future__ import annotations
@@ -20,31 +22,31 @@ import concurrent.futures
 import itertools
 import socket
 import threading
-from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, cast
 
-from conveyor.errors import Unavailable, Unsupported
+from conveyor.errors import ConveyorError, Unavailable
 from conveyor.futures import InferFuture
 from conveyor.server.dataplane import DataPlane
+from conveyor.server.generate import GenerateResponses
 from conveyor.server.workers import wire
-from conveyor.server.workers.messages import Call, Cancel, Observe, Reply
+from conveyor.server.workers.messages import Call, Cancel, Observe, Reply, StreamEnd, StreamItem
+from conveyor.streams import ResponseStream
 
 if TYPE_CHECKING:
     import numpy as np
 
     from conveyor.protocol.parameters import RequestOptions
     from conveyor.protocol.shared_memory import SharedMemoryUse
-    from conveyor.server.generate import GenerateResponses
-    from conveyor.streams import ResponseStream
 
 # How long an answered request's latency may wait to reach the engine process's histograms
 # (a scrape sees it that much later); batching saves that process a wakeup per request.
 OBSERVE_EVERY_S = 0.05
 ENGINE_GONE = "the engine process is gone; this front end is shutting down"
-NO_STREAMS = (
-    "streaming (decoupled models, generate_stream, ModelStreamInfer) is not yet served by "
-    "a server started with --workers above 1; start it with --workers 1"
-)
+# Responses of a stream that may wait in a front end for its client to read them; the
+# engine process stops sending once this process stops reading (socket backpressure), so
+# this bounds only what is already in flight.
+STREAM_BUFFER = 256
 
 
 class RemoteDataPlane(DataPlane):
@@ -57,6 +59,7 @@ class RemoteDataPlane(DataPlane):
         self._calls_socket = calls
         self._writer: asyncio.StreamWriter | None = None
         self._pending: dict[int, concurrent.futures.Future[Any]] = {}
+        self._streams: dict[int, ResponseStream] = {}
         self._ids = itertools.count(1)
         self._metadata: dict[str, Any] | None = None
         self._reader_task: asyncio.Task[None] | None = None
@@ -70,7 +73,10 @@ class RemoteDataPlane(DataPlane):
     async def _read_replies(self, reader: asyncio.StreamReader) -> None:
         try:
             while True:
-                reply: Reply = await wire.read_frame(reader)
+                reply: Reply | StreamItem | StreamEnd = await wire.read_frame(reader)
+                if not isinstance(reply, Reply):
+                    self._stream_message(reply)
+                    continue
                 future = self._pending.pop(reply.call_id, None)
                 if future is None or future.done():
                     continue
@@ -89,21 +95,43 @@ class RemoteDataPlane(DataPlane):
             for future in pending.values():
                 if not future.done():
                     future.set_exception(Unavailable(ENGINE_GONE))
+            streams, self._streams = self._streams, {}
+            for stream in streams.values():
+                stream.finish(Unavailable(ENGINE_GONE))
             self.gone.set()
+
+    def _stream_message(self, message: StreamItem | StreamEnd) -> None:
+        if isinstance(message, StreamEnd):
+            ended = self._streams.pop(message.call_id, None)
+            if ended is not None:
+                ended.finish(message.error)
+            return
+        stream = self._streams.get(message.call_id)
+        if stream is None or stream.closed:
+            return
+        try:
+            stream.put(message.item, timeout=0)
+        except ConveyorError as exc:  # its client reads nothing: end it, stop the model
+            self._streams.pop(message.call_id, None)
+            stream.finish(exc)
+            self._write_cancel(message.call_id)
 
     # -- the two kinds of call --------------------------------------------------------------
 
     def _call(self, method: str, *args: Any) -> Any:
         """One blocking round trip on the control connection."""
+        return self._round_trip(Call(0, method, args)).value
+
+    def _round_trip(self, call: Call) -> Reply:
         with self._control_lock:
             try:
-                self._control.send(Call(0, method, args))
+                self._control.send(call)
                 reply: Reply = self._control.recv()
             except (EOFError, OSError):
                 raise Unavailable(ENGINE_GONE) from None
         if reply.error is not None:
             raise reply.error
-        return reply.value
+        return reply
 
     def _send_call(self, future: concurrent.futures.Future[Any], call: Call) -> None:
         writer = self._writer
@@ -247,12 +275,42 @@ class RemoteDataPlane(DataPlane):
         options: RequestOptions,
         request_id: str | None,
     ) -> ResponseStream:
-        raise Unsupported(NO_STREAMS)
+        kwargs = {"outputs": outputs, "options": options, "request_id": request_id}
+        return self._start_stream("stream", (model, version, dict(inputs)), kwargs)
 
     def generate(
         self, model: str, version: str | None, request: Mapping[str, Any]
     ) -> GenerateResponses:
-        raise Unsupported(NO_STREAMS)
+        # Built in the engine process (it has the model's config); its JSON objects come
+        # back as the stream's items.
+        stream = self._start_stream("generate", (model, version, dict(request)), {})
+        return _RemoteGenerateResponses(stream, model)
+
+    def _start_stream(
+        self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> ResponseStream:
+        """Start a streamed call: the control round trip registers it and says who serves
+        it; its responses then arrive on the multiplexed connection (read by this loop
+        only after this returns, so none is missed)."""
+        call_id = next(self._ids)
+        stream = ResponseStream(buffer=STREAM_BUFFER)
+        self._streams[call_id] = stream
+        try:
+            served = self._round_trip(Call(call_id, method, args, kwargs)).served
+        except BaseException:
+            self._streams.pop(call_id, None)
+            raise
+        if served is not None:
+            stream.request_id, stream.model_name, stream.model_version = served
+        stream.on_close(lambda: self._stream_closed(call_id))
+        return stream
+
+    def _stream_closed(self, call_id: int) -> None:
+        # The front end closed the stream (its client went away, or it was answered).
+        if self._streams.pop(call_id, None) is not None:
+            loop = self._loop()
+            if loop is not None:
+                loop.call_soon_threadsafe(self._write_cancel, call_id)
 
     def observe_latency(self, future: InferFuture, seconds: float, protocol: str) -> None:
         if future.model_name is None:
@@ -266,3 +324,11 @@ class RemoteDataPlane(DataPlane):
         writer = self._writer
         if samples and writer is not None and not writer.is_closing():
             writer.writelines(wire.frame_parts(Observe(samples)))
+
+
+class _RemoteGenerateResponses(GenerateResponses):
+    """Generate responses whose JSON objects were built in the engine process."""
+
+    async def _objects(self) -> AsyncIterator[dict[str, Any]]:
+        async for item in self._stream:
+            yield cast(dict[str, Any], item)

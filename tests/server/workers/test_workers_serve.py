@@ -167,12 +167,3 @@ def test_model_stream_infer_to_a_model_that_is_not_decoupled(server: RunningServ
         client.close()
     assert [error for _, error in results] == [None] * 3
     assert sorted(result.get_response().id for result, _ in results) == ["0", "1", "2"]
-
-
-def test_streams_are_refused_with_a_clear_error(server: RunningServer) -> None:
-    request = urllib.request.Request(
-        f"{server.http_url}/v2/models/tiny/generate", data=b"{}", method="POST"
-    )
-    with pytest.raises(urllib.error.HTTPError) as caught:
-        urllib.request.urlopen(request, timeout=10)
-    assert "--workers" in caught.value.read().decode()
