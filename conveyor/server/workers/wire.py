@@ -50,6 +50,7 @@ def _dataclass_fields(kind: type) -> tuple[str, ...] | None:
 
 
 _FIELDS: dict[type, tuple[str, ...] | None] = {}
+_PLAIN_KINDS = frozenset("biufc")  # bool, signed, unsigned, float, complex
 
 
 class _Pickler(pickle.Pickler):
@@ -59,7 +60,9 @@ class _Pickler(pickle.Pickler):
     def reducer_override(self, obj: Any) -> Any:
         kind = type(obj)
         if kind is np.ndarray:
-            if obj.dtype.hasobject or not obj.flags.c_contiguous:
+            # Plain numbers only: an extension dtype (BF16 from ml_dtypes) is not rebuilt
+            # from its dtype string, so numpy's own reduce keeps it.
+            if obj.dtype.kind not in _PLAIN_KINDS or not obj.flags.c_contiguous:
                 return NotImplemented
             return _array, (obj.dtype.str, obj.shape, pickle.PickleBuffer(obj))
         if kind.__module__.startswith("conveyor."):
