@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pickle
 import socket
+import threading
 
 import numpy as np
 import pytest
@@ -20,9 +21,12 @@ def round_trip(message: object) -> object:
     parts = wire.frame_parts(message)
     left, right = socket.socketpair()
     sender, receiver = wire.BlockingConnection(left), wire.BlockingConnection(right)
+    # A frame larger than the socket's buffer needs its reader running while it is sent.
+    writing = threading.Thread(target=sender.send, args=(message,))
+    writing.start()
     try:
-        sender.send(message)
         received = receiver.recv()
+        writing.join(10)
     finally:
         sender.close()
         receiver.close()
