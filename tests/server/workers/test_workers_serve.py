@@ -3,8 +3,10 @@ one engine: one set of statistics, one repository, one shared-memory registry.""
 
 from __future__ import annotations
 
+import concurrent.futures
 import inspect
 import queue
+import time
 import urllib.request
 from collections.abc import Iterator
 from typing import Any
@@ -37,7 +39,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     builder = RepoBuilder(tmp_path_factory.mktemp("workers-repo"))
     builder.tiny()
     builder.echo_model("echo")
+    builder.sleep_model("sleep", instances=1)
     args = ["--workers", "2", "--model-control", "explicit", "--load-model", "tiny"]
+    args += ["--load-model", "sleep"]
     with run_server(builder.path, extra_args=args) as running:
         wait_front_ends(running, 2)
         yield running
@@ -167,3 +171,21 @@ def test_model_stream_infer_to_a_model_that_is_not_decoupled(server: RunningServ
         client.close()
     assert [error for _, error in results] == [None] * 3
     assert sorted(result.get_response().id for result, _ in results) == ["0", "1", "2"]
+
+
+def test_a_grpc_deadline_reaches_the_engine_queue(server: RunningServer, grpc_client: Any) -> None:
+    def sleep_input(seconds: float) -> Any:
+        tensor = grpcclient.InferInput("INPUT0", [1], "FP32")
+        tensor.set_data_from_numpy(np.array([seconds], np.float32))
+        return tensor
+
+    before = success_count(grpc_client, "sleep")
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        busy = pool.submit(grpc_client.infer, "sleep", [sleep_input(1.5)])
+        time.sleep(0.5)  # the one instance is busy; the next request waits in the queue
+        with pytest.raises(InferenceServerException) as caught:
+            grpc_client.infer("sleep", [sleep_input(0.0)], client_timeout=0.3)
+        assert "DEADLINE_EXCEEDED" in str(caught.value.status())
+        busy.result(30)
+    # The late request was dropped from the queue: it never ran after the first one.
+    assert success_count(grpc_client, "sleep") == before + 1
