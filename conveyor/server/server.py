@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+import socket
 import sys
 from collections.abc import Callable
 
@@ -77,7 +78,7 @@ class Server:
     # -- running ----------------------------------------------------------------------------
 
     def run(self) -> int:
-        with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+        with asyncio.Runner(loop_factory=loop_factory()) as runner:
             return runner.run(self.serve())
 
     async def serve(self) -> int:
@@ -118,37 +119,21 @@ class Server:
     # -- lifecycle --------------------------------------------------------------------------
 
     def build_front_ends(self) -> list[FrontEnd]:
-        """Every front end this server runs; a new protocol adds itself here."""
+        """Every front end this server runs; a new protocol adds itself to
+        :func:`protocol_front_ends`. With ``workers`` above 1, HTTP and gRPC run in that
+        many front-end processes instead (see ``conveyor.server.workers``)."""
         s = self.settings
-        auth = BearerAuth(s.auth_token) if s.auth_token is not None else None
-        tls = (s.tls_cert, s.tls_key) if s.tls_cert is not None and s.tls_key is not None else None
-        ssl_context = server_context(*tls) if tls is not None else None
-        front_ends: list[FrontEnd] = [
-            HTTPToolsFrontEnd(
-                self.routes,
-                s.host,
-                s.http_port,
-                max_body_bytes=s.max_body_bytes,
-                auth=auth,
-                ssl_context=ssl_context,
-                header_timeout=s.http_header_timeout,
-                body_timeout=s.http_body_timeout,
-                keep_alive_timeout=s.http_keep_alive_timeout,
-                backlog=s.backlog,
-                access=self.data_plane.access_log,
-            ),
-        ]
-        front_ends.append(
-            GRPCFrontEnd(
-                self.data_plane,
-                s.host,
-                s.grpc_port,
-                max_message_bytes=s.grpc_max_message_bytes,
-                auth=auth,
-                tls=tls,
-            )
-        )
+        front_ends: list[FrontEnd]
+        if s.workers == 1:
+            front_ends = protocol_front_ends(s, self.data_plane, routes=self.routes)
+        else:
+            from conveyor.server.workers.pool import FrontEndPool, default_count
+
+            count = s.workers if s.workers > 1 else default_count()
+            front_ends = [FrontEndPool(self.data_plane, s, count)]
         if s.metrics:
+            auth = BearerAuth(s.auth_token) if s.auth_token is not None else None
+            tls = (s.tls_cert, s.tls_key) if s.tls_cert and s.tls_key else None
             front_ends.append(
                 metrics_front_end(
                     lambda: self.data_plane.engine,
@@ -156,7 +141,7 @@ class Server:
                     s.host,
                     s.metrics_port,
                     auth=auth,
-                    ssl_context=ssl_context,
+                    ssl_context=server_context(*tls) if tls is not None else None,
                     header_timeout=s.http_header_timeout,
                     body_timeout=s.http_body_timeout,
                     keep_alive_timeout=s.http_keep_alive_timeout,
@@ -225,7 +210,48 @@ def _tracer(settings: Settings) -> Tracer:
     return Tracer(tracing.settings, otel_endpoint=tracing.otel_endpoint)
 
 
-def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+def protocol_front_ends(
+    s: Settings,
+    data_plane: DataPlane,
+    *,
+    routes: V2Routes | None = None,
+    http_socket: socket.socket | None = None,
+    grpc_port: int | None = None,
+) -> list[FrontEnd]:
+    """HTTP and gRPC over ``data_plane``; ``http_socket``: an already listening socket
+    (a front-end process's, inherited), ``grpc_port``: the port to bind instead of the
+    settings' one."""
+    auth = BearerAuth(s.auth_token) if s.auth_token is not None else None
+    tls = (s.tls_cert, s.tls_key) if s.tls_cert is not None and s.tls_key is not None else None
+    ssl_context = server_context(*tls) if tls is not None else None
+    return [
+        HTTPToolsFrontEnd(
+            routes or V2Routes(data_plane),
+            s.host,
+            s.http_port,
+            max_body_bytes=s.max_body_bytes,
+            auth=auth,
+            ssl_context=ssl_context,
+            header_timeout=s.http_header_timeout,
+            body_timeout=s.http_body_timeout,
+            keep_alive_timeout=s.http_keep_alive_timeout,
+            backlog=s.backlog,
+            sock=http_socket,
+            access=data_plane.access_log,
+        ),
+        GRPCFrontEnd(
+            data_plane,
+            s.host,
+            s.grpc_port if grpc_port is None else grpc_port,
+            max_message_bytes=s.grpc_max_message_bytes,
+            auth=auth,
+            tls=tls,
+            reuse_port=grpc_port is not None,
+        ),
+    ]
+
+
+def loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
     """uvloop where it is installed (faster on the infer path, see docs); else asyncio's."""
     if sys.platform == "win32":
         return None

@@ -69,6 +69,14 @@ class Settings:
     metrics_port: int = dataclasses.field(
         default=8002, metadata=_option("Prometheus metrics port (GET /metrics)")
     )
+    workers: int = dataclasses.field(
+        default=1,
+        metadata=_option(
+            "front-end processes serving HTTP and gRPC (parsing, decoding, encoding on every "
+            "core) over this process's one engine; 1: in this process, as always; 0: one per "
+            "core this process may use, at most 32"
+        ),
+    )
     metrics: bool = dataclasses.field(default=True, metadata=_option("serve Prometheus metrics"))
     model_control: ModelControl = dataclasses.field(
         default=ModelControl.NONE,
@@ -244,6 +252,8 @@ class Settings:
             port = getattr(self, name)
             if not 0 <= port <= 65535:
                 raise ValueError(f"{name} must be 0..65535, got {port}")
+        if self.workers < 0:
+            raise ValueError(f"workers must be 0 (one per core) or more, got {self.workers}")
         if self.max_body_bytes < 1:
             raise ValueError("max_body_bytes must be at least 1")
         if self.grpc_max_message_bytes < 1:

@@ -28,13 +28,16 @@ async def start_grpc_server(
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     auth: BearerAuth | None = None,
     tls: tuple[str, str] | None = None,
+    reuse_port: bool = False,
 ) -> grpc.aio.Server:
     """Serve ``inference.GRPCInferenceService`` through ``servicer`` on ``host:port``.
 
     Messages larger than ``max_message_bytes`` either way are refused by gRPC itself
     (RESOURCE_EXHAUSTED) before any of it is parsed. With ``auth``, calls other than
     ServerLive/ServerReady need the bearer token; with ``tls`` (certificate file, key file)
-    the port speaks TLS only. Returns the started server; raises OSError if the port is taken.
+    the port speaks TLS only. ``reuse_port``: share the port with other processes that bind
+    it so (front-end processes, see ``conveyor.server.workers``). Returns the started
+    server; raises OSError if the port is taken.
     """
     server = grpc.aio.server(
         interceptors=[TokenInterceptor(auth)] if auth is not None else None,
@@ -43,7 +46,7 @@ async def start_grpc_server(
             ("grpc.max_send_message_length", max_message_bytes),
             # gRPC sets SO_REUSEPORT by default, which lets a second server bind a port that is
             # already serving and silently share its traffic; fail loudly instead.
-            ("grpc.so_reuseport", 0),
+            ("grpc.so_reuseport", int(reuse_port)),
         ],
     )
     server.add_generic_rpc_handlers(
@@ -86,7 +89,9 @@ class GRPCFrontEnd:
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         auth: BearerAuth | None = None,
         tls: tuple[str, str] | None = None,
+        reuse_port: bool = False,
     ) -> None:
+        self._reuse_port = reuse_port
         self._auth = auth
         self._tls = tls
         self._data = data
@@ -111,6 +116,7 @@ class GRPCFrontEnd:
             max_message_bytes=self._max_message_bytes,
             auth=self._auth,
             tls=self._tls,
+            reuse_port=self._reuse_port,
         )
         log.info("%s listening on %s", self.name, self.url)
 

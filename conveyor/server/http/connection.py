@@ -35,6 +35,7 @@ import collections
 import contextlib
 import dataclasses
 import logging
+import socket
 import ssl
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -736,10 +737,14 @@ class HTTPToolsFrontEnd:
         keep_alive_timeout: float = KEEP_ALIVE_SECONDS,
         backlog: int = BACKLOG,
         access: AccessLog | None = None,
+        sock: socket.socket | None = None,
     ) -> None:
+        """``sock``: a listening socket to serve (one shared by several front-end
+        processes) instead of binding ``host``:``port``."""
         self.name = name
         # Read by every connection; a front end given none writes no access lines.
         self.access = access if access is not None else AccessLog()
+        self._sock = sock
         self.routes = routes
         self.begin_infer = routes.begin_infer if isinstance(routes, InferRoutes) else None
         self.max_body_bytes = max_body_bytes
@@ -774,7 +779,7 @@ class HTTPToolsFrontEnd:
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
         self._refresh()
-        sock = bind(self._host, self._port)
+        sock = self._sock if self._sock is not None else bind(self._host, self._port)
         self._server = await self.loop.create_server(
             lambda: HTTPProtocol(self),
             sock=sock,

@@ -1,0 +1,255 @@
+"""The engine process's end of one front-end process: calls in, answers out.
+
+Two connections per front end. The asynchronous one, served on the engine process's event
+loop, carries inference and load/unload, multiplexed by call id: an infer call goes
+straight to the real :class:`~conveyor.server.dataplane.DataPlane` (so one queue per model
+sees every front end's requests) and its future's completion writes the reply. The
+blocking one carries the short control calls (health, metadata, statistics, shared-memory
+regions), served on a thread of its own so they never wait behind inference on the loop.
+
+When a front end's connection closes (the process died), the requests it had admitted and
+that are still queued are cancelled: nobody is left to read their answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import logging
+import socket
+import threading
+from typing import TYPE_CHECKING, Any
+
+from conveyor.server.workers import wire
+from conveyor.server.workers.messages import (
+    Call,
+    Cancel,
+    Observe,
+    Reply,
+    StreamEnd,
+    StreamItem,
+    portable,
+)
+
+if TYPE_CHECKING:
+    from conveyor.futures import InferFuture
+    from conveyor.server.dataplane import DataPlane
+
+log = logging.getLogger("conveyor.server.workers")
+
+# What a front end may call on the blocking connection: quick, thread-safe reads and the
+# shared-memory registry (which has its own lock).
+CONTROL_METHODS = frozenset(
+    {
+        "server_metadata",
+        "not_ready_reason",
+        "model_not_ready_reason",
+        "model_metadata",
+        "model_config",
+        "statistics",
+        "repository_index",
+        "register_system_shared_memory",
+        "unregister_system_shared_memory",
+        "system_shared_memory_status",
+        "cuda_shared_memory",
+        "is_decoupled",
+    }
+)
+ASYNC_METHODS = frozenset({"load", "unload"})
+# Calls whose answer is a stream of responses: started by a control call (which answers
+# with the model and version serving it, as the front end needs them at once), then
+# pumped on the loop, each response as a StreamItem on the multiplexed connection.
+STREAM_METHODS = frozenset({"stream", "generate"})
+
+
+class FrontEndLink:
+    """Serves one front-end process over its two connections until it goes away."""
+
+    def __init__(
+        self, data: DataPlane, control: socket.socket, calls: socket.socket, name: str
+    ) -> None:
+        self._data = data
+        self._control = wire.BlockingConnection(control)
+        self._calls = calls
+        self.name = name
+        self._in_flight: dict[int, InferFuture] = {}
+        self._streams: dict[int, Any] = {}  # call id -> ResponseStream or GenerateResponses
+        self._closed = False
+        self._loop = asyncio.get_running_loop()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._writer: asyncio.StreamWriter | None = None
+        self._thread = threading.Thread(
+            target=self._serve_control, name=f"{name}-control", daemon=True
+        )
+        self.served: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._thread.start()
+        self.served = asyncio.get_running_loop().create_task(self._serve_calls())
+
+    # -- control calls, on their own thread ---------------------------------------------------
+
+    def _serve_control(self) -> None:
+        connection = self._control
+        while True:
+            try:
+                call = connection.recv()
+            except (EOFError, OSError):
+                return
+            try:
+                connection.send(self._control_reply(call))
+            except OSError:
+                return
+
+    def _control_reply(self, call: Call) -> Reply:
+        if call.method in STREAM_METHODS:
+            return self._start_stream(call)
+        if call.method not in CONTROL_METHODS:
+            error = ValueError(f"{call.method!r} is not a control call")
+            return Reply(call.call_id, error=error)
+        try:
+            value = getattr(self._data, call.method)(*call.args, **call.kwargs)
+        except Exception as exc:
+            return Reply(call.call_id, error=portable(exc))
+        return Reply(call.call_id, value=value)
+
+    # -- streamed calls ---------------------------------------------------------------------
+
+    def _start_stream(self, call: Call) -> Reply:
+        # On the control thread; the engine's stream() and generate() return at once.
+        try:
+            stream = getattr(self._data, call.method)(*call.args, **call.kwargs)
+        except Exception as exc:
+            return Reply(call.call_id, error=portable(exc))
+        served = (
+            getattr(stream, "request_id", None),
+            getattr(stream, "model_name", None) or getattr(stream, "model", None),
+            getattr(stream, "model_version", None) or getattr(stream, "version", None),
+        )
+        self._loop.call_soon_threadsafe(self._pump_later, call.call_id, stream)
+        return Reply(call.call_id, served=served)
+
+    def _pump_later(self, call_id: int, stream: Any) -> None:
+        if self._closed:
+            stream.close()
+            return
+        self._streams[call_id] = stream
+        task = self._loop.create_task(self._pump(call_id, stream))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _pump(self, call_id: int, stream: Any) -> None:
+        error: BaseException | None = None
+        try:
+            async for item in stream:
+                self._send(StreamItem(call_id, item))
+                if self._writer is not None:
+                    await self._writer.drain()  # a front end that reads slowly slows the model
+        except Exception as exc:
+            error = portable(exc)
+        finally:
+            stream.close()
+            if self._streams.pop(call_id, None) is not None:
+                self._send(StreamEnd(call_id, error))
+
+    # -- inference and repository calls, on the loop --------------------------------------
+
+    async def _serve_calls(self) -> None:
+        reader, writer = await asyncio.open_unix_connection(sock=self._calls)
+        self._writer = writer
+        try:
+            while True:
+                message = await wire.read_frame(reader)
+                if isinstance(message, Call):
+                    self._dispatch(message)
+                elif isinstance(message, Cancel):
+                    future = self._in_flight.get(message.call_id)
+                    if future is not None:
+                        future.cancel()
+                    stream = self._streams.pop(message.call_id, None)
+                    if stream is not None:
+                        stream.close()
+                elif isinstance(message, Observe):
+                    self._observe(message)
+        except (asyncio.IncompleteReadError, ConnectionError, OSError):
+            pass
+        finally:
+            self.close()
+
+    def _dispatch(self, call: Call) -> None:
+        if call.method == "infer":
+            try:
+                future = self._data.infer(*call.args, **call.kwargs)
+            except Exception as exc:
+                self._send(Reply(call.call_id, error=portable(exc)))
+                return
+            self._in_flight[call.call_id] = future
+            loop = asyncio.get_running_loop()
+            future.add_done_callback(
+                lambda done: loop.call_soon_threadsafe(self._answered, call.call_id, done)
+            )
+        elif call.method in ASYNC_METHODS:
+            task = asyncio.get_running_loop().create_task(self._run_async(call))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        else:
+            error = ValueError(f"{call.method!r} is not an inference or repository call")
+            self._send(Reply(call.call_id, error=error))
+
+    def _answered(self, call_id: int, future: concurrent.futures.Future[Any]) -> None:
+        self._in_flight.pop(call_id, None)
+        served = (
+            getattr(future, "request_id", None),
+            getattr(future, "model_name", None),
+            getattr(future, "model_version", None),
+        )
+        if future.cancelled():
+            reply = Reply(call_id, error=asyncio.CancelledError(), served=served)
+        elif (error := future.exception()) is not None:
+            reply = Reply(call_id, error=portable(error), served=served)
+        else:
+            reply = Reply(call_id, value=future.result(), served=served)
+        self._send(reply)
+
+    async def _run_async(self, call: Call) -> None:
+        try:
+            value = await getattr(self._data, call.method)(*call.args, **call.kwargs)
+        except Exception as exc:
+            self._send(Reply(call.call_id, error=portable(exc)))
+        else:
+            self._send(Reply(call.call_id, value=value))
+
+    def _observe(self, message: Observe) -> None:
+        histograms = self._data.histograms
+        if histograms is not None:
+            for model, version, seconds, protocol in message.samples:
+                histograms.observe(model, version, seconds, protocol)
+
+    def _send(self, reply: Reply | StreamItem | StreamEnd) -> None:
+        writer = self._writer
+        if writer is None or writer.is_closing():
+            return
+        try:
+            writer.writelines(wire.frame_parts(reply))
+        except Exception as exc:  # an output that cannot be pickled: say so, keep serving
+            with contextlib.suppress(Exception):
+                failed = Reply(reply.call_id, error=portable(exc))
+                writer.writelines(wire.frame_parts(failed))
+
+    def close(self) -> None:
+        """The front end is gone: drop its queued requests, close both connections."""
+        self._closed = True
+        streams, self._streams = self._streams, {}
+        for stream in streams.values():
+            stream.close()
+        in_flight, self._in_flight = self._in_flight, {}
+        if in_flight:
+            log.warning("%s: dropping %d request(s) it had admitted", self.name, len(in_flight))
+        for future in in_flight.values():
+            future.cancel()
+        if self._writer is not None:
+            self._writer.close()
+        with contextlib.suppress(OSError):
+            self._control.sock.shutdown(socket.SHUT_RDWR)
+        self._control.close()

@@ -1,0 +1,368 @@
+"""The data plane as a front-end process sees it: every call forwarded to the engine process.
+
+:class:`RemoteDataPlane` has the methods of :class:`~conveyor.server.dataplane.DataPlane`,
+so the HTTP and gRPC front ends run over it unchanged. ``infer`` returns an
+:class:`~conveyor.futures.InferFuture` at once and sends the call (tensors as raw buffers)
+on the multiplexed connection; the reply, read by a task on this process's loop, completes
+the future with the engine's outputs or its error (the same Conveyor error type, so the
+status code is the same). ``load``/``unload`` are awaited the same way.
+
+Streams (``stream``, ``generate``) are started by a control call and their responses fed
+into a local :class:`~conveyor.streams.ResponseStream` as they arrive; closing it cancels
+the call in the engine process. The control calls the front ends make synchronously
+(readiness, metadata, statistics, shared-memory regions) are one blocking round trip on a
+second connection, served by a thread of the engine process: tens of microseconds on an
+idle machine. ``live`` and the server metadata are answered here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import itertools
+import socket
+import threading
+from collections.abc import AsyncIterator, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, NoReturn, cast
+
+from conveyor.errors import ConveyorError, Unavailable, Unsupported
+from conveyor.futures import InferFuture
+from conveyor.server.dataplane import DataPlane
+from conveyor.server.generate import GenerateResponses
+from conveyor.server.workers import wire
+from conveyor.server.workers.messages import Call, Cancel, Observe, Reply, StreamEnd, StreamItem
+from conveyor.streams import ResponseStream
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from conveyor.protocol.parameters import RequestOptions
+    from conveyor.protocol.shared_memory import SharedMemoryUse
+    from conveyor.server.tracing.trace import RequestTrace
+
+# How long an answered request's latency may wait to reach the engine process's histograms
+# (a scrape sees it that much later); batching saves that process a wakeup per request.
+OBSERVE_EVERY_S = 0.05
+ENGINE_GONE = "the engine process is gone; this front end is shutting down"
+# Responses of a stream that may wait in a front end for its client to read them; the
+# engine process stops sending once this process stops reading (socket backpressure), so
+# this bounds only what is already in flight.
+STREAM_BUFFER = 256
+
+
+class RemoteDataPlane(DataPlane):
+    """A DataPlane whose engine is in another process (see the module docstring)."""
+
+    def __init__(self, control: socket.socket, calls: socket.socket) -> None:
+        super().__init__(version="")  # nothing local: every answer comes from the engine
+        self._control = wire.BlockingConnection(control)
+        self._control_lock = threading.Lock()
+        self._calls_socket = calls
+        self._writer: asyncio.StreamWriter | None = None
+        self._pending: dict[int, concurrent.futures.Future[Any]] = {}
+        self._streams: dict[int, ResponseStream] = {}
+        self._ids = itertools.count(1)
+        self._metadata: dict[str, Any] | None = None
+        self._reader_task: asyncio.Task[None] | None = None
+        self._observed: list[tuple[str, str, float, str]] = []
+        self.gone = asyncio.Event()  # set when the engine process's connection closes
+
+    async def connect(self) -> None:
+        reader, self._writer = await asyncio.open_unix_connection(sock=self._calls_socket)
+        self._reader_task = asyncio.get_running_loop().create_task(self._read_replies(reader))
+
+    async def _read_replies(self, reader: asyncio.StreamReader) -> None:
+        try:
+            while True:
+                reply: Reply | StreamItem | StreamEnd = await wire.read_frame(reader)
+                if not isinstance(reply, Reply):
+                    self._stream_message(reply)
+                    continue
+                future = self._pending.pop(reply.call_id, None)
+                if future is None or future.done():
+                    continue
+                if isinstance(future, InferFuture) and reply.served is not None:
+                    future.request_id, future.model_name, future.model_version = reply.served
+                if isinstance(reply.error, asyncio.CancelledError):
+                    future.cancel()
+                elif reply.error is not None:
+                    future.set_exception(reply.error)
+                else:
+                    future.set_result(reply.value)
+        except (asyncio.IncompleteReadError, ConnectionError, OSError):
+            pass
+        finally:
+            pending, self._pending = self._pending, {}
+            for future in pending.values():
+                if not future.done():
+                    future.set_exception(Unavailable(ENGINE_GONE))
+            streams, self._streams = self._streams, {}
+            for stream in streams.values():
+                stream.finish(Unavailable(ENGINE_GONE))
+            self.gone.set()
+
+    def _stream_message(self, message: StreamItem | StreamEnd) -> None:
+        if isinstance(message, StreamEnd):
+            ended = self._streams.pop(message.call_id, None)
+            if ended is not None:
+                ended.finish(message.error)
+            return
+        stream = self._streams.get(message.call_id)
+        if stream is None or stream.closed:
+            return
+        try:
+            stream.put(message.item, timeout=0)
+        except ConveyorError as exc:  # its client reads nothing: end it, stop the model
+            self._streams.pop(message.call_id, None)
+            stream.finish(exc)
+            self._write_cancel(message.call_id)
+
+    # -- the two kinds of call --------------------------------------------------------------
+
+    def _call(self, method: str, *args: Any) -> Any:
+        """One blocking round trip on the control connection."""
+        return self._round_trip(Call(0, method, args)).value
+
+    def _round_trip(self, call: Call) -> Reply:
+        with self._control_lock:
+            try:
+                self._control.send(call)
+                reply: Reply = self._control.recv()
+            except (EOFError, OSError):
+                raise Unavailable(ENGINE_GONE) from None
+        if reply.error is not None:
+            raise reply.error
+        return reply
+
+    def _send_call(self, future: concurrent.futures.Future[Any], call: Call) -> None:
+        writer = self._writer
+        if writer is None or self.gone.is_set():
+            raise Unavailable(ENGINE_GONE)
+        parts = wire.frame_parts(call)
+        self._pending[call.call_id] = future
+        writer.writelines(parts)
+
+    async def _await_call(self, method: str, *args: Any) -> Any:
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        self._send_call(future, Call(next(self._ids), method, args))
+        return await asyncio.wrap_future(future)
+
+    # -- health, metadata, statistics ------------------------------------------------------
+
+    def not_ready_reason(self) -> str | None:
+        if self.draining:
+            return "the server is shutting down"
+        reason: str | None = self._call("not_ready_reason")
+        return reason
+
+    def model_not_ready_reason(self, name: str, version: str | None) -> str | None:
+        reason: str | None = self._call("model_not_ready_reason", name, version)
+        if reason is None and self.draining:
+            return f"model {name!r} is not ready"
+        return reason
+
+    def server_metadata(self) -> dict[str, Any]:
+        if self._metadata is None:  # the same for the server's whole life
+            self._metadata = self._call("server_metadata")
+        return self._metadata
+
+    def model_metadata(self, name: str, version: str | None) -> dict[str, Any]:
+        value: dict[str, Any] = self._call("model_metadata", name, version)
+        return value
+
+    def model_config(self, name: str, version: str | None) -> dict[str, Any]:
+        value: dict[str, Any] = self._call("model_config", name, version)
+        return value
+
+    def statistics(self, name: str | None, version: str | None) -> dict[str, Any]:
+        value: dict[str, Any] = self._call("statistics", name, version)
+        return value
+
+    def repository_index(self, ready_only: bool) -> list[dict[str, Any]]:
+        value: list[dict[str, Any]] = self._call("repository_index", ready_only)
+        return value
+
+    async def load(self, name: str, parameters: Iterable[str] = ()) -> None:
+        await self._await_call("load", name, list(parameters))
+
+    async def unload(self, name: str) -> None:
+        await self._await_call("unload", name)
+
+    # -- shared memory: one registry, in the engine process ---------------------------------
+
+    def register_system_shared_memory(
+        self, name: str, key: str, offset: int, byte_size: int
+    ) -> None:
+        self._call("register_system_shared_memory", name, key, offset, byte_size)
+
+    def unregister_system_shared_memory(self, name: str | None) -> None:
+        self._call("unregister_system_shared_memory", name)
+
+    def system_shared_memory_status(self, name: str | None) -> list[dict[str, Any]]:
+        value: list[dict[str, Any]] = self._call("system_shared_memory_status", name)
+        return value
+
+    def cuda_shared_memory_status(self, name: str | None) -> list[dict[str, Any]]:
+        value: list[dict[str, Any]] = self._call("cuda_shared_memory_status", name)
+        return value
+
+    def unregister_cuda_shared_memory(self, name: str | None) -> None:
+        self._call("unregister_cuda_shared_memory", name)
+
+    def register_cuda_shared_memory(self, name: str) -> NoReturn:
+        self._call("register_cuda_shared_memory", name)
+        raise AssertionError("the engine process always refuses a CUDA region")
+
+    # -- logging and tracing: the engine process's settings ----------------------------------
+
+    def log_settings(self) -> dict[str, Any]:
+        value: dict[str, Any] = self._call("log_settings")
+        return value
+
+    def update_log_settings(self, changes: Mapping[str, Any]) -> dict[str, Any]:
+        value: dict[str, Any] = self._call("update_log_settings", dict(changes))
+        return value
+
+    def trace_settings(self, model: str | None) -> dict[str, str | list[str]]:
+        value: dict[str, str | list[str]] = self._call("trace_settings", model)
+        return value
+
+    def update_trace_settings(
+        self, model: str | None, changes: Mapping[str, Any]
+    ) -> dict[str, str | list[str]]:
+        # Sampling happens where a request arrives: in each front end, which has no trace
+        # sink of its own yet.
+        raise Unsupported(
+            "request tracing is not available with front-end processes (--workers > 1) yet; "
+            "serve with --workers 1 to trace requests"
+        )
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+        self._control.close()
+
+    # -- inference --------------------------------------------------------------------------
+
+    def infer(
+        self,
+        model: str,
+        version: str | None,
+        inputs: Mapping[str, np.ndarray],
+        *,
+        outputs: list[str] | None,
+        options: RequestOptions,
+        request_id: str | None,
+        classifications: Mapping[str, int] | None = None,
+        wait_limit: float | None = None,
+        shared_memory: SharedMemoryUse | None = None,
+        trace: RequestTrace | None = None,  # never set: tracing is off in front ends
+    ) -> InferFuture:
+        call_id = next(self._ids)
+        call = Call(
+            call_id,
+            "infer",
+            (model, version, dict(inputs)),
+            {
+                "outputs": outputs,
+                "options": options,
+                "request_id": request_id,
+                "classifications": classifications,
+                "wait_limit": wait_limit,
+                "shared_memory": shared_memory,
+            },
+        )
+        future = InferFuture()
+        future.request_id = request_id
+        future.model_name = model
+        self._send_call(future, call)
+        future.add_done_callback(lambda done: self._cancelled(call_id, done))
+        return future
+
+    def _cancelled(self, call_id: int, future: concurrent.futures.Future[Any]) -> None:
+        # The caller cancelled (its client went away): tell the engine to drop the request.
+        if future.cancelled() and self._pending.pop(call_id, None) is not None:
+            loop = self._loop()
+            if loop is not None:  # the loop owns the writer: write from it
+                loop.call_soon_threadsafe(self._write_cancel, call_id)
+
+    def _write_cancel(self, call_id: int) -> None:
+        writer = self._writer
+        if writer is not None and not writer.is_closing():
+            writer.writelines(wire.frame_parts(Cancel(call_id)))
+
+    def _loop(self) -> asyncio.AbstractEventLoop | None:
+        task = self._reader_task
+        return task.get_loop() if task is not None else None
+
+    def is_decoupled(self, model: str, version: str | None) -> bool:
+        value: bool = self._call("is_decoupled", model, version)
+        return value
+
+    def stream(
+        self,
+        model: str,
+        version: str | None,
+        inputs: Mapping[str, np.ndarray],
+        *,
+        outputs: list[str] | None,
+        options: RequestOptions,
+        request_id: str | None,
+    ) -> ResponseStream:
+        kwargs = {"outputs": outputs, "options": options, "request_id": request_id}
+        return self._start_stream("stream", (model, version, dict(inputs)), kwargs)
+
+    def generate(
+        self, model: str, version: str | None, request: Mapping[str, Any]
+    ) -> GenerateResponses:
+        # Built in the engine process (it has the model's config); its JSON objects come
+        # back as the stream's items.
+        stream = self._start_stream("generate", (model, version, dict(request)), {})
+        return _RemoteGenerateResponses(stream, model)
+
+    def _start_stream(
+        self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> ResponseStream:
+        """Start a streamed call: the control round trip registers it and says who serves
+        it; its responses then arrive on the multiplexed connection (read by this loop
+        only after this returns, so none is missed)."""
+        call_id = next(self._ids)
+        stream = ResponseStream(buffer=STREAM_BUFFER)
+        self._streams[call_id] = stream
+        try:
+            served = self._round_trip(Call(call_id, method, args, kwargs)).served
+        except BaseException:
+            self._streams.pop(call_id, None)
+            raise
+        if served is not None:
+            stream.request_id, stream.model_name, stream.model_version = served
+        stream.on_close(lambda: self._stream_closed(call_id))
+        return stream
+
+    def _stream_closed(self, call_id: int) -> None:
+        # The front end closed the stream (its client went away, or it was answered).
+        if self._streams.pop(call_id, None) is not None:
+            loop = self._loop()
+            if loop is not None:
+                loop.call_soon_threadsafe(self._write_cancel, call_id)
+
+    def observe_latency(self, future: InferFuture, seconds: float, protocol: str) -> None:
+        if future.model_name is None:
+            return
+        self._observed.append((future.model_name, future.model_version or "", seconds, protocol))
+        if len(self._observed) == 1:  # the first since the last batch: send them soon
+            asyncio.get_running_loop().call_later(OBSERVE_EVERY_S, self._send_observed)
+
+    def _send_observed(self) -> None:
+        samples, self._observed = tuple(self._observed), []
+        writer = self._writer
+        if samples and writer is not None and not writer.is_closing():
+            writer.writelines(wire.frame_parts(Observe(samples)))
+
+
+class _RemoteGenerateResponses(GenerateResponses):
+    """Generate responses whose JSON objects were built in the engine process."""
+
+    async def _objects(self) -> AsyncIterator[dict[str, Any]]:
+        async for item in self._stream:
+            yield cast(dict[str, Any], item)

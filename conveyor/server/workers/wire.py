@@ -1,0 +1,144 @@
+"""Frames between a front-end process and the engine process: a pickle, tensors beside it.
+
+A frame is ``<meta length u32><buffer count u32><buffer lengths u64...>``, then the pickled
+message (protocol 5), then each out-of-band buffer as raw bytes. numpy arrays hand their
+memory to pickle as out-of-band buffers, so a tensor is written to the socket as it lies
+in memory and read back into one bytes object that the array then views: never encoded,
+never converted per element.
+
+Both directions carry the same three messages (:mod:`messages`); the blocking
+:class:`BlockingConnection` carries control calls, :func:`read_frame` / :func:`frame_parts`
+the multiplexed asynchronous ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import io
+import pickle
+import socket
+import struct
+from typing import Any
+
+import numpy as np
+
+_PREFIX = struct.Struct("<II")
+_LENGTH = struct.Struct("<Q")
+# A message (not its tensors) larger than this is a bug or a corrupt stream, not a request.
+MAX_META_BYTES = 64 << 20
+
+
+# Tensors smaller than this ride inside the pickle: one copy of a few bytes is cheaper than
+# one more part to write and read.
+IN_BAND_BYTES = 16 << 10
+
+
+def _array(dtype: str, shape: tuple[int, ...], data: Any) -> np.ndarray:
+    return np.frombuffer(data, dtype=dtype).reshape(shape)
+
+
+def _dataclass_fields(kind: type) -> tuple[str, ...] | None:
+    """The field names of a dataclass that is rebuilt from them all, else None (cached)."""
+    names = _FIELDS.get(kind)
+    if names is None and kind not in _FIELDS:
+        fields = dataclasses.fields(kind) if dataclasses.is_dataclass(kind) else ()
+        ok = fields and all(f.init for f in fields)
+        names = tuple(f.name for f in fields) if ok else None
+        _FIELDS[kind] = names
+    return names
+
+
+_FIELDS: dict[type, tuple[str, ...] | None] = {}
+_PLAIN_KINDS = frozenset("biufc")  # bool, signed, unsigned, float, complex
+
+
+class _Pickler(pickle.Pickler):
+    """Faster for what a call carries: numpy's own reduce and a slotted dataclass's
+    generic one cost tens of microseconds each; these take a few."""
+
+    def reducer_override(self, obj: Any) -> Any:
+        kind = type(obj)
+        if kind is np.ndarray:
+            # Plain numbers only: an extension dtype (BF16 from ml_dtypes) is not rebuilt
+            # from its dtype string, so numpy's own reduce keeps it.
+            if obj.dtype.kind not in _PLAIN_KINDS or not obj.flags.c_contiguous:
+                return NotImplemented
+            return _array, (obj.dtype.str, obj.shape, pickle.PickleBuffer(obj))
+        if kind.__module__.startswith("conveyor."):
+            names = _dataclass_fields(kind)
+            if names is not None:
+                return kind, tuple(getattr(obj, name) for name in names)
+        return NotImplemented
+
+
+def _keep_in_band(buffer: pickle.PickleBuffer) -> bool:
+    return buffer.raw().nbytes < IN_BAND_BYTES
+
+
+def frame_parts(message: object) -> list[bytes | memoryview]:
+    """The frame of ``message`` as parts to write in order (large tensors are not copied)."""
+    buffers: list[pickle.PickleBuffer] = []
+
+    def callback(buffer: pickle.PickleBuffer) -> bool:
+        if _keep_in_band(buffer):
+            return True
+        buffers.append(buffer)
+        return False
+
+    sink = io.BytesIO()
+    _Pickler(sink, protocol=5, buffer_callback=callback).dump(message)
+    meta = sink.getbuffer()
+    raws = [b.raw() for b in buffers]
+    lengths = b"".join(_LENGTH.pack(r.nbytes) for r in raws)
+    return [_PREFIX.pack(meta.nbytes, len(raws)) + lengths, meta, *raws]
+
+
+def _check(meta_length: int) -> None:
+    if meta_length > MAX_META_BYTES:
+        raise ConnectionError(f"a frame's message is {meta_length} bytes, over the limit")
+
+
+async def read_frame(reader: asyncio.StreamReader) -> Any:
+    """The next message; IncompleteReadError once the peer has gone."""
+    meta_length, count = _PREFIX.unpack(await reader.readexactly(_PREFIX.size))
+    _check(meta_length)
+    lengths = struct.unpack(f"<{count}Q", await reader.readexactly(8 * count)) if count else ()
+    meta = await reader.readexactly(meta_length)
+    buffers = [await reader.readexactly(n) for n in lengths]
+    return pickle.loads(meta, buffers=buffers)
+
+
+class BlockingConnection:
+    """One end of a blocking socket: one whole frame out, one whole frame in."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        sock.setblocking(True)
+        self.sock = sock
+
+    def send(self, message: object) -> None:
+        # Control calls are small: one write, one system call.
+        self.sock.sendall(b"".join(frame_parts(message)))
+
+    def recv(self) -> Any:
+        """The next message; EOFError once the peer has gone."""
+        meta_length, count = _PREFIX.unpack(self._exactly(_PREFIX.size))
+        _check(meta_length)
+        lengths = struct.unpack(f"<{count}Q", self._exactly(8 * count)) if count else ()
+        meta = self._exactly(meta_length)
+        buffers = [self._exactly(n) for n in lengths]
+        return pickle.loads(meta, buffers=buffers)
+
+    def _exactly(self, size: int) -> bytearray:
+        data = bytearray(size)
+        view = memoryview(data)
+        got = 0
+        while got < size:
+            n = self.sock.recv_into(view[got:])
+            if n == 0:
+                raise EOFError("the other process closed the connection")
+            got += n
+        return data
+
+    def close(self) -> None:
+        self.sock.close()
