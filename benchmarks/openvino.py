@@ -9,15 +9,18 @@ and ``mlp_openvino``, each with one inference thread: onnxruntime with ``instanc
 ``intra_op_threads = inter_op_threads = 1``; OpenVINO with ``instances = 1`` and
 ``[openvino] num_streams = 1, inference_num_threads = 1, infer_requests = 1``. Closed loop at
 each concurrency over HTTP (binary tensors), the server on core 0 and the generator on
-core 1; beside it the in-process engine on core 0 (no transport: the limit).
+core 1; beside it the in-process engine on core 0 (no transport: the limit). The two
+backends take turns at each concurrency, so load from elsewhere falls on both alike.
 
 Memory: a bigger MLP (``--megabytes`` of FP32 weights, most of them in its first layer),
 served once per backend and execution count, each server fresh: one execution in flight
 (``instances = 1``; OpenVINO ``infer_requests = 1``) against eight (onnxruntime:
 ``instances = 8`` over its one shared session; OpenVINO: ``infer_requests = 8`` of its one
-compiled model). The server's RSS, PSS and USS (psutil, summed over the server and any
-process below it) are read after it loaded the model and again after a load at the same
-concurrency, while its arenas and request buffers are still held.
+compiled model; OpenVINO gives a model no more streams than the cores it may use, so on
+one core they queue on one stream). The server's RSS, PSS and USS (psutil, summed over the
+server and any process below it) are read after it loaded the model and again after a load
+at the same concurrency, while its arenas and request buffers are still held. Beside them,
+each runtime serving the ``tiny`` example alone: USS above that is what the model costs.
 
 Writes ``openvino.json``, ``openvino.md`` and ``openvino.png`` into ``--out``
 (benchmarks/results by default) and prints the tables.
@@ -100,51 +103,80 @@ def speed_repository(root: Path) -> dict[str, str]:
 def measure_speed(
     concurrency: Sequence[int], duration: float, warmup: float, cpus: tuple[Any, Any]
 ) -> dict[str, dict[str, Report]]:
+    """HTTP, then in-process; the backends take turns at each concurrency, so a burst of
+    load from elsewhere on a shared machine falls on both rather than on one."""
     server_cpus, generator_cpus = cpus
     served: dict[str, Report] = {}
     inprocess: dict[str, Report] = {}
     with tempfile.TemporaryDirectory() as tmp:
         names = speed_repository(Path(tmp))
-        points = [Point(concurrency=c, warmup_s=warmup, duration_s=duration) for c in concurrency]
         with (
             common.serve(server_cpus, repository=tmp) as (http_url, _grpc_url),
             pinned(generator_cpus),
         ):
+            for c in concurrency:
+                for backend, name in names.items():
+                    print(f"== HTTP {name} c={c}", file=sys.stderr)
+                    report = run_bench(
+                        BenchSpec(TargetSpec(http_url, name), label=f"{backend}, HTTP"),
+                        [Point(concurrency=c, warmup_s=warmup, duration_s=duration)],
+                        progress=False,
+                        command="python -m benchmarks.openvino",
+                    )
+                    joined(served, backend, report)
+        for c in concurrency:
             for backend, name in names.items():
-                print(f"== HTTP {name}", file=sys.stderr)
-                served[backend] = run_bench(
-                    BenchSpec(TargetSpec(http_url, name), label=f"{backend}, HTTP"),
-                    points,
-                    progress=False,
-                    command="python -m benchmarks.openvino",
+                print(f"== in-process {name} c={c}", file=sys.stderr)
+                report = common.run_inprocess(
+                    name,
+                    [c],
+                    duration=duration,
+                    warmup=warmup,
+                    cpus=server_cpus,
+                    repository=tmp,
+                    label=f"{backend}, in-process",
                 )
-        for backend, name in names.items():
-            print(f"== in-process {name}", file=sys.stderr)
-            inprocess[backend] = common.run_inprocess(
-                name,
-                concurrency,
-                duration=duration,
-                warmup=warmup,
-                cpus=server_cpus,
-                repository=tmp,
-                label=f"{backend}, in-process",
-            )
+                joined(inprocess, backend, report)
     return {"served": served, "inprocess": inprocess}
 
 
+def joined(reports: dict[str, Report], backend: str, report: Report) -> None:
+    """One report per backend: a later point's report adds its points to the first one."""
+    if backend in reports:
+        reports[backend].points.extend(report.points)
+    else:
+        reports[backend] = report
+
+
 def process_memory(pid: int) -> dict[str, int]:
-    """RSS, PSS and USS in bytes, summed over ``pid`` and every process below it."""
+    """RSS, PSS, USS and anonymous memory in bytes, summed over ``pid`` and its children.
+
+    USS and PSS count a shared library's pages as this process's own while no other
+    process maps them, so they move with whatever else runs on the machine (another
+    OpenVINO process halves the plugin's share). Anonymous memory (heap, arenas, weights
+    read from the file) does not: it is what the model costs.
+    """
     import psutil
 
     root = psutil.Process(pid)
-    totals = {"rss": 0, "pss": 0, "uss": 0, "processes": 0}
+    totals = {"rss": 0, "pss": 0, "uss": 0, "anonymous": 0, "processes": 0}
     for proc in [root, *root.children(recursive=True)]:
         info = proc.memory_full_info()
         totals["rss"] += info.rss
         totals["pss"] += info.pss
         totals["uss"] += info.uss
+        totals["anonymous"] += anonymous_bytes(proc.pid)
         totals["processes"] += 1
     return totals
+
+
+def anonymous_bytes(pid: int) -> int:
+    """The ``Anonymous:`` line of /proc/PID/smaps_rollup (Linux), in bytes."""
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key == "Anonymous":
+            return int(value.split()[0]) * 1024  # "Anonymous:   123456 kB"
+    return 0
 
 
 def openvino_streams(model_file: Path, cpus: Any) -> dict[str, int]:
@@ -223,9 +255,9 @@ def measure_memory(
 
 SPEED_HEAD = ("backend", "c", "HTTP infer/s", "p50 ms", "p99 ms", "in-process infer/s",
               "in-process p50 ms", "HTTP / in-process")  # fmt: skip
-MEMORY_HEAD = ("backend", "executions in flight", "RSS MiB", "PSS MiB", "USS loaded MiB",
-               "USS after load MiB", "USS above runtime alone MiB (x weights)",
-               "USS vs 1 in flight")  # fmt: skip
+MEMORY_HEAD = ("backend", "executions in flight", "RSS MiB", "PSS MiB", "USS MiB",
+               "anon. loaded MiB", "anon. after load MiB",
+               "anon. above runtime alone MiB (x weights)", "anon. vs 1 in flight")  # fmt: skip
 
 
 def speed_table(speed: dict[str, dict[str, Report]]) -> str:
@@ -251,26 +283,26 @@ def speed_table(speed: dict[str, dict[str, Report]]) -> str:
 
 
 def memory_table(memory: dict[str, Any]) -> str:
+    """After-load figures; "anon." is anonymous memory (see ``process_memory``)."""
     weights = memory["model"]["weights_bytes"]
     rows: list[Sequence[str]] = [MEMORY_HEAD]
     for backend in BACKENDS:
-        alone = memory[backend]["alone"]["after_load"]["uss"]
-        first = None
+        alone = memory[backend]["alone"]["after_load"]["anonymous"]
+        first = memory[backend]["1"]["after_load"]["anonymous"]
         for key, result in memory[backend].items():
             after = result["after_load"]
-            above = after["uss"] - alone
-            if key != "alone":
-                first = first or after["uss"]
+            above = after["anonymous"] - alone
             rows.append(
                 [
                     backend,
                     "runtime alone (tiny model)" if key == "alone" else key,
                     f"{after['rss'] / MIB:.0f}",
                     f"{after['pss'] / MIB:.0f}",
-                    f"{result['loaded']['uss'] / MIB:.0f}",
                     f"{after['uss'] / MIB:.0f}",
+                    f"{result['loaded']['anonymous'] / MIB:.0f}",
+                    f"{after['anonymous'] / MIB:.0f}",
                     "" if key == "alone" else f"{above / MIB:.0f} ({above / weights:.2f}x)",
-                    "" if key == "alone" or not first else f"{after['uss'] / first:.2f}x",
+                    "" if key == "alone" else f"{after['anonymous'] / first:.2f}x",
                 ]
             )
     return markdown(rows)
@@ -290,23 +322,25 @@ def plot(speed: dict[str, dict[str, Report]], memory: dict[str, Any], path: Path
             xs = [p.concurrency for p in points]
             left.plot(xs, [p.infer_per_s for p in points], style, color=color, label=label)
     left.set_xscale("log", base=2)
+    ticks = [p.concurrency for p in speed["served"][BACKENDS[0]].points]
+    left.set_xticks(ticks, [str(c) for c in ticks])
     left.set_xlabel("concurrency (closed loop)")
     left.set_ylabel("infer/s")
     left.set_title("mlp, one inference thread on one core")
     left.legend(fontsize=8)
     labels, values, colors = [], [], []
     for backend, color in zip(BACKENDS, ("tab:blue", "tab:orange"), strict=True):
-        alone = memory[backend]["alone"]["after_load"]["uss"]
+        alone = memory[backend]["alone"]["after_load"]["anonymous"]
         for key, result in memory[backend].items():
             if key != "alone":
                 labels.append(f"{backend}\n{key} in flight")
-                values.append((result["after_load"]["uss"] - alone) / MIB)
+                values.append((result["after_load"]["anonymous"] - alone) / MIB)
                 colors.append(color)
     right.bar(labels, values, color=colors)
     weights = memory["model"]["weights_bytes"] / MIB
     right.axhline(weights, color="gray", linestyle=":", label=f"weights ({weights:.0f} MiB)")
     right.tick_params(axis="x", labelsize=8)
-    right.set_ylabel("server USS above the runtime alone, MiB")
+    right.set_ylabel("anon. memory above runtime alone, MiB")
     right.set_title("memory after load, by executions in flight")
     right.legend(fontsize=8)
     fig.tight_layout()
