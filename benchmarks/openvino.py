@@ -9,8 +9,8 @@ and ``mlp_openvino``, each with one inference thread: onnxruntime with ``instanc
 ``intra_op_threads = inter_op_threads = 1``; OpenVINO with ``instances = 1`` and
 ``[openvino] num_streams = 1, inference_num_threads = 1, infer_requests = 1``. Closed loop at
 each concurrency over HTTP (binary tensors), the server on core 0 and the generator on
-core 1; beside it the in-process engine on core 0 (no transport: the limit). The two
-backends take turns at each concurrency, so load from elsewhere falls on both alike.
+core 1; beside it the in-process engine on core 0 (no transport: the limit). Over HTTP
+the two backends take turns at each concurrency, so load from elsewhere falls on both.
 
 Memory: a bigger MLP (``--megabytes`` of FP32 weights, most of them in its first layer),
 served once per backend and execution count, each server fresh: one execution in flight
@@ -103,8 +103,8 @@ def speed_repository(root: Path) -> dict[str, str]:
 def measure_speed(
     concurrency: Sequence[int], duration: float, warmup: float, cpus: tuple[Any, Any]
 ) -> dict[str, dict[str, Report]]:
-    """HTTP, then in-process; the backends take turns at each concurrency, so a burst of
-    load from elsewhere on a shared machine falls on both rather than on one."""
+    """HTTP, then in-process. Over HTTP the backends take turns at each concurrency, so a
+    burst of load from elsewhere on a shared machine falls on both rather than on one."""
     server_cpus, generator_cpus = cpus
     served: dict[str, Report] = {}
     inprocess: dict[str, Report] = {}
@@ -124,19 +124,17 @@ def measure_speed(
                         command="python -m benchmarks.openvino",
                     )
                     joined(served, backend, report)
-        for c in concurrency:
-            for backend, name in names.items():
-                print(f"== in-process {name} c={c}", file=sys.stderr)
-                report = common.run_inprocess(
-                    name,
-                    [c],
-                    duration=duration,
-                    warmup=warmup,
-                    cpus=server_cpus,
-                    repository=tmp,
-                    label=f"{backend}, in-process",
-                )
-                joined(inprocess, backend, report)
+        for backend, name in names.items():  # one child (one model load) per backend
+            print(f"== in-process {name}", file=sys.stderr)
+            inprocess[backend] = common.run_inprocess(
+                name,
+                concurrency,
+                duration=duration,
+                warmup=warmup,
+                cpus=server_cpus,
+                repository=tmp,
+                label=f"{backend}, in-process",
+            )
     return {"served": served, "inprocess": inprocess}
 
 
