@@ -1,6 +1,6 @@
 """OpenVINO against onnxruntime on the same ONNX file: speed over HTTP, and memory.
 
-    python -m benchmarks.openvino            # about 2 minutes on a quiet machine
+    python -m benchmarks.openvino            # one to two minutes (seven servers, 3 s points)
     python -m benchmarks.openvino --short    # the smoke test's run (tests/bench_openvino)
 
 Speed: the built-in ``mlp`` example's ONNX file (256 -> 2048 -> 16, about 2 MB of weights,
