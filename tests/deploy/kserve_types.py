@@ -4,14 +4,16 @@ containers, probes, object metadata), the ``kubernetes`` package's pydantic mode
 refuse unknown fields.
 
 Neither package is a dependency: ``kserve`` pulls in a whole model server. Their wheels
-are fetched with ``pip download --no-deps`` (pinned versions, into a scratch folder) and
-only their model modules are imported, under stand-in parent packages so neither
-package's ``__init__`` (and its dependencies) runs.
+are fetched with ``pip download --no-deps`` (pinned versions) by the test command's
+``python scripts/fetch_test_assets.py``, before the tests run, into :data:`FOLDER`; only
+their model modules are imported, under stand-in parent packages so neither package's
+``__init__`` (and its dependencies) runs.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 import re
 import subprocess
 import sys
@@ -20,6 +22,9 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+# Where the test command puts the unpacked wheels (CONVEYOR_TEST_ASSETS overrides).
+ASSETS = os.environ.get("CONVEYOR_TEST_ASSETS") or Path.home() / ".cache/conveyor/test-assets"
+FOLDER = Path(ASSETS) / "kserve-types"
 KSERVE = "kserve==0.21.0"
 KUBERNETES = "kubernetes==37.0.2"
 STAND_INS = (

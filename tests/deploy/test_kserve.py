@@ -3,8 +3,8 @@ against Conveyor's own command line.
 
 No cluster runs here: the manifest is checked field by field against the ``kserve``
 package's ServingRuntime classes and the ``kubernetes`` package's container types (see
-``kserve_types.py``; their wheels are fetched from PyPI once per run, and the test skips,
-saying why, when pip cannot reach it).
+``kserve_types.py``; the test command fetches their wheels before the tests run, with
+``python scripts/fetch_test_assets.py``; without them the test skips, saying so).
 """
 
 from __future__ import annotations
@@ -25,12 +25,13 @@ MANIFEST = ROOT / "deploy" / "kserve" / "servingruntime.yaml"
 
 
 @pytest.fixture(scope="module")
-def published_types(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    folder = tmp_path_factory.mktemp("kserve")
-    try:
-        kserve_types.download(folder)
-    except (RuntimeError, OSError) as exc:
-        pytest.skip(f"KServe's types are not available here: {exc}")
+def published_types() -> Iterator[None]:
+    folder = kserve_types.FOLDER
+    if not (folder / "site").is_dir():
+        pytest.skip(
+            f"KServe's types are not in {folder}: run `python scripts/fetch_test_assets.py` "
+            "(the test command does)"
+        )
     added = kserve_types.install_stand_ins(folder)
     try:
         yield
