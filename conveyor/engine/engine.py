@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from conveyor.backends.base import ModelCaller, SequenceInfo
+from conveyor.backends.base import Destinations, ModelCaller, SequenceInfo
 from conveyor.engine.decoupled import start_stream
 from conveyor.engine.ensemble import EnsembleVersion, StepModels
 from conveyor.engine.model import ModelActivity, ModelVersion
@@ -187,11 +187,15 @@ class Engine:
         timeout: float | None = None,
         request_id: str | None = None,
         sequence: SequenceInfo | None = None,
+        destinations: Destinations | None = None,
     ) -> InferFuture:
         """Queue one request and return its future at once; the compute runs elsewhere.
 
         ``sequence``: the sequence the request belongs to, for a model with
-        sequence_batching (see docs/sequences.md).
+        sequence_batching (see docs/sequences.md). ``destinations``: output name -> a
+        writable uint8 array where the caller wants that output (a shared-memory region);
+        a backend that can may compute the output right there when the request runs alone
+        (its result is then a view of the destination). Other outputs come back as usual.
 
         Raises ModelNotFound, ModelNotReady, InvalidInput, QueueFull or ShuttingDown.
         """
@@ -200,7 +204,7 @@ class Engine:
         served = self._version(model, version)
         try:
             return self._submit_to(served, model, inputs, outputs, priority, timeout,
-                                   request_id, sequence)  # fmt: skip
+                                   request_id, sequence, destinations)  # fmt: skip
         except ShuttingDown:
             # A reload swapped this version out between the lookup and the queueing (its
             # queue closed); the model is still served: queue on what serves it now.
@@ -210,7 +214,7 @@ class Engine:
             if current is served:
                 raise
             return self._submit_to(current, model, inputs, outputs, priority, timeout,
-                                   request_id, sequence)  # fmt: skip
+                                   request_id, sequence, destinations)  # fmt: skip
 
     @staticmethod
     def _submit_to(
@@ -222,6 +226,7 @@ class Engine:
         timeout: float | None,
         request_id: str | None,
         sequence: SequenceInfo | None,
+        destinations: Destinations | None = None,
     ) -> InferFuture:
         if isinstance(served, EnsembleVersion):
             if sequence is not None:
@@ -239,6 +244,7 @@ class Engine:
             timeout=timeout,
             request_id=request_id,
             sequence=sequence,
+            destinations=destinations,
         )
 
     def stream(

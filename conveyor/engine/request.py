@@ -6,7 +6,7 @@ import dataclasses
 
 import numpy as np
 
-from conveyor.backends.base import SequenceInfo
+from conveyor.backends.base import Destinations, SequenceInfo
 from conveyor.futures import InferFuture
 
 
@@ -22,3 +22,6 @@ class Request:
     # Requests are batched together only when every input agrees beyond the batch dimension.
     batch_key: tuple[object, ...] = ()
     sequence: SequenceInfo | None = None  # the sequence it belongs to (stateful models)
+    # Where the caller has room for outputs (its shared-memory region): used only when this
+    # request runs alone in an execution (see LoadedModel.run_into).
+    destinations: Destinations | None = None
