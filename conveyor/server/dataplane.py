@@ -22,7 +22,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from conveyor.backends.base import SequenceInfo
+from conveyor.backends.base import Destinations, SequenceInfo
 from conveyor.errors import DeadlineExceeded, InvalidInput, ModelNotReady, Unavailable, Unsupported
 from conveyor.futures import InferFuture, Outputs
 from conveyor.protocol import metadata
@@ -299,6 +299,32 @@ class DataPlane:
                 classifications=classifications,
                 wait_limit=wait_limit,
             )
+        return self._submit(
+            model,
+            version,
+            inputs,
+            outputs=outputs,
+            options=options,
+            request_id=request_id,
+            classifications=classifications,
+            wait_limit=wait_limit,
+        )
+
+    def _submit(
+        self,
+        model: str,
+        version: str | None,
+        inputs: Mapping[str, np.ndarray],
+        *,
+        outputs: list[str] | None,
+        options: RequestOptions,
+        request_id: str | None,
+        classifications: Mapping[str, int] | None,
+        wait_limit: float | None,
+        destinations: Destinations | None = None,
+    ) -> InferFuture:
+        """:meth:`infer` with every tensor in hand; ``destinations``: room in regions where
+        the model may write outputs itself (see ``_infer_in_regions``)."""
         engine = self.engine
         if engine is None:
             raise Unavailable(STARTING)
@@ -320,6 +346,7 @@ class DataPlane:
             timeout=timeout,
             request_id=request_id,
             sequence=_sequence(options),
+            destinations=destinations,
         )
         return future if plan is None else classified(future, plan)
 
@@ -370,7 +397,12 @@ class DataPlane:
         **submit: Any,
     ) -> InferFuture:
         """:meth:`infer` with tensors in shared memory: regions held from here until the
-        outputs are written, inputs as read-only views of them (no copy)."""
+        outputs are written, inputs as read-only views of them (no copy).
+
+        Each output's place in its region goes to the engine as a destination: a backend
+        that computes the output right there (onnxruntime, for a request that runs alone)
+        returns a view of it, and nothing is copied after; any other output is copied in.
+        """
         names = {t.location.region for t in use.inputs.values()}
         names.update(located.region for located in use.outputs.values())
         lease = self._regions().lease(names, "infer")
@@ -378,7 +410,14 @@ class DataPlane:
             resolved = dict(inputs)
             for name, tensor in use.inputs.items():
                 resolved[name] = shm.read_input(lease, name, tensor)
-            inner = self.infer(model, version, resolved, **submit)
+            # A classified output is written as its classes, never as the model made it.
+            classes = submit.get("classifications") or {}
+            destinations = {
+                name: shm.output_destination(lease, name, located)
+                for name, located in use.outputs.items()
+                if name not in classes
+            }
+            inner = self._submit(model, version, resolved, destinations=destinations, **submit)
         except BaseException:
             lease.release()
             raise
@@ -400,13 +439,19 @@ class DataPlane:
                 results = done.result()
                 for name, located in use.outputs.items():
                     array = results.get(name)
-                    if array is not None:
+                    if array is None:
+                        continue
+                    destination = destinations.get(name)
+                    if destination is None or not shm.already_written(array, destination):
                         shm.write_output(lease, name, array, located)
                 outer.set_result(results)
             except Exception as exc:
                 if not outer.done():
                     outer.set_exception(exc)
             finally:
+                # The futures keep their callbacks (this closure) after they are done: the
+                # views must go now, or the regions they map could never be unmapped.
+                destinations.clear()
                 lease.release()
 
         def dropped(done: concurrent.futures.Future[Outputs]) -> None:
