@@ -89,6 +89,9 @@ class OnnxRuntimeModel(LoadedModel):
         # failed bound run logs nothing of its own.
         self._quiet = ort.RunOptions()
         self._quiet.log_severity_level = 4
+        # No GPU graph capture (onnxruntime's own "skip" id). Set, it also spares every run
+        # the exception onnxruntime's Python layer raises and catches looking it up.
+        self._quiet.add_run_config_entry("gpu_graph_id", "-1")
 
     def run(self, inputs: dict[str, np.ndarray], outputs: Sequence[str]) -> dict[str, np.ndarray]:
         results = self.session.run(list(outputs), self._feed(inputs))
