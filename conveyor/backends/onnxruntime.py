@@ -87,11 +87,11 @@ class OnnxRuntimeModel(LoadedModel):
         self._output_shapes = binding.OutputShapes()
         # A bound run that fails is run again unbound, which reports any real error: the
         # failed bound run logs nothing of its own.
-        self._quiet = ort.RunOptions()
-        self._quiet.log_severity_level = 4
+        self._bound_run_options = ort.RunOptions()
+        self._bound_run_options.log_severity_level = 4
         # No GPU graph capture (onnxruntime's own "skip" id). Set, it also spares every run
         # the exception onnxruntime's Python layer raises and catches looking it up.
-        self._quiet.add_run_config_entry("gpu_graph_id", "-1")
+        self._bound_run_options.add_run_config_entry("gpu_graph_id", "-1")
 
     def run(self, inputs: dict[str, np.ndarray], outputs: Sequence[str]) -> dict[str, np.ndarray]:
         results = self.session.run(list(outputs), self._feed(inputs))
@@ -125,7 +125,7 @@ class OnnxRuntimeModel(LoadedModel):
                     outputs,
                     plan,
                     self._bindable_dtypes,
-                    self._quiet,
+                    self._bound_run_options,
                 )
             except InvalidInput:
                 raise

@@ -68,8 +68,9 @@ def bindable(
 ) -> dict[str, tuple[np.ndarray, tuple[int, ...]]]:
     """Output name -> (destination, shape) for every output that may be computed in place:
     a fixed-size type, a known shape that fits its destination, an address aligned for its
-    type, and no overlap with an input (the model would read what it already overwrote)."""
-    plan = {}
+    type, and no overlap with an input (the model would read what it already overwrote) or
+    with another bound output."""
+    plan: dict[str, tuple[np.ndarray, tuple[int, ...]]] = {}
     for name, destination in destinations.items():
         dtype = dtypes.get(name)
         shape = shapes.get(name)
@@ -80,6 +81,7 @@ def bindable(
             0 < nbytes <= destination.nbytes
             and destination.ctypes.data % dtype.itemsize == 0
             and not any(np.may_share_memory(destination, array) for array in inputs.values())
+            and not any(np.may_share_memory(destination, other) for other, _ in plan.values())
         ):
             plan[name] = (destination, shape)
     return plan
