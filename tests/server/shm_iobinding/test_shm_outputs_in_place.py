@@ -100,6 +100,25 @@ def test_an_output_shape_that_changes_for_the_same_input_shape(client: Any, prot
             assert (written[length:] == GARBAGE).all()
 
 
+def test_an_output_written_over_its_own_input(client: Any, protocol: str) -> None:
+    """Input and output at the same place of one region: never computed in place (the model
+    would read what it overwrote), yet the region ends up holding the output."""
+    module = module_of(protocol)
+    data = np.arange(512, dtype=np.float32)
+    size = data.nbytes
+    with registered(client, size) as (name, handle):
+        for _ in range(3):
+            shm.set_shared_memory_region(handle, [data])
+            tensor = module.InferInput("INPUT0", [512], "FP32")
+            tensor.set_shared_memory(name, size)
+            wanted = module.InferRequestedOutput("OUTPUT0")
+            wanted.set_shared_memory(name, size)
+            result = client.infer("identity", [tensor], outputs=[wanted])
+            assert answered_shape(result) == [512]
+            written = shm.get_contents_as_numpy(handle, np.float32, [512])
+            np.testing.assert_array_equal(written, data)
+
+
 def test_a_region_too_small_is_the_usual_error(client: Any, protocol: str) -> None:
     """Once the shape is known, too little room still gets the clear error (nothing is
     computed into it), before as after, and a region with room works again after."""
