@@ -422,6 +422,11 @@ class DataPlane:
             lease.release()
             raise
         outer = InferFuture()
+        # ``dropped`` reaches the engine's future through this list, emptied once it is done:
+        # held directly, outer -> dropped -> inner -> written -> outer would be a cycle that
+        # keeps the results (views of the regions) alive until the garbage collector runs,
+        # and an unregistered region mapped until then.
+        running = [inner]
         outer.request_id = inner.request_id
         outer.model_name = inner.model_name
         outer.model_version = inner.model_version
@@ -452,11 +457,12 @@ class DataPlane:
                 # The futures keep their callbacks (this closure) after they are done: the
                 # views must go now, or the regions they map could never be unmapped.
                 destinations.clear()
+                running.clear()
                 lease.release()
 
         def dropped(done: concurrent.futures.Future[Outputs]) -> None:
-            if done.cancelled():
-                inner.cancel()  # the caller cancelled: drop the request if still queued
+            if done.cancelled() and running:
+                running[0].cancel()  # the caller cancelled: drop the request if still queued
 
         outer.add_done_callback(dropped)
         inner.add_done_callback(written)
