@@ -18,7 +18,7 @@ import tritonclient.utils.shared_memory as shm
 from tritonclient.utils import InferenceServerException, serialize_byte_tensor
 
 from conveyor.testing import RunningServer
-from tests.server.shm.shm_util import region
+from tests.server.shm.shm_util import region, wait_unmapped
 from tests.server.shm_iobinding.conftest import connect
 from tests.server.shm_iobinding.iobinding_models import FILL_VALUE
 
@@ -117,6 +117,27 @@ def test_an_output_written_over_its_own_input(client: Any, protocol: str) -> Non
             assert answered_shape(result) == [512]
             written = shm.get_contents_as_numpy(handle, np.float32, [512])
             np.testing.assert_array_equal(written, data)
+
+
+def test_a_region_written_in_place_is_unmapped_once_unregistered(
+    client: Any, protocol: str, iobinding_server: RunningServer
+) -> None:
+    """Nothing keeps a view of a region the model wrote into: unregistered, it is unmapped."""
+    data = np.arange(1024, dtype=np.float32)
+    with region(data.nbytes, "conveyor_iob") as (name, key, handle):
+        client.register_system_shared_memory(name, key, data.nbytes)
+        for _ in range(3):  # the later ones computed in place
+            infer_into(
+                client,
+                protocol,
+                "identity",
+                {"INPUT0": (data, "FP32")},
+                (name, handle),
+                data.nbytes,
+            )
+        client.unregister_system_shared_memory(name)
+        wait_unmapped(iobinding_server, key)
+        np.testing.assert_array_equal(shm.get_contents_as_numpy(handle, np.float32, [1024]), data)
 
 
 def test_a_region_too_small_is_the_usual_error(client: Any, protocol: str) -> None:
