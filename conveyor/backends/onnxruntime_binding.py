@@ -115,14 +115,14 @@ def run_bound(
         else:
             binding.bind_output(name, "cpu")
     session.run_with_iobinding(binding, run_options)
-    values = binding.get_outputs()
-    produced = {}
-    for name, value in zip(outputs, values, strict=True):
-        if name in plan:
-            destination, shape = plan[name]
-            count = math.prod(shape)
-            produced[name] = np.frombuffer(destination, dtypes[name], count).reshape(shape)
-        else:
-            produced[name] = value.numpy()
     del kept
-    return produced
+    produced = {}
+    for name, (destination, shape) in plan.items():
+        count = math.prod(shape)
+        produced[name] = np.frombuffer(destination, dtypes[name], count).reshape(shape)
+    if len(produced) < len(outputs):  # the ones onnxruntime allocated, in binding order
+        values = binding.get_outputs()
+        for name, value in zip(outputs, values, strict=True):
+            if name not in plan:
+                produced[name] = value.numpy()
+    return {name: produced[name] for name in outputs}

@@ -47,6 +47,24 @@ def fill(path: Path) -> Path:
     return onnx_models._save(graph, path)
 
 
+def pair(path: Path) -> Path:
+    """OUTPUT0 = INPUT0 * 2 and OUTPUT1 = INPUT0 over FP32 [n]: two outputs, either of
+    which may be bound on its own."""
+    graph = helper.make_graph(
+        [
+            helper.make_node("Add", ["INPUT0", "INPUT0"], ["OUTPUT0"]),
+            helper.make_node("Identity", ["INPUT0"], ["OUTPUT1"]),
+        ],
+        "pair",
+        [helper.make_tensor_value_info("INPUT0", TensorProto.FLOAT, ["N"])],
+        [
+            helper.make_tensor_value_info("OUTPUT0", TensorProto.FLOAT, ["N"]),
+            helper.make_tensor_value_info("OUTPUT1", TensorProto.FLOAT, ["N"]),
+        ],
+    )
+    return onnx_models._save(graph, path)
+
+
 def string_identity(path: Path) -> Path:
     return onnx_models.identity(path, TensorProto.STRING)
 
@@ -55,6 +73,7 @@ def iobinding_repository(root: Path) -> Path:
     builder = RepoBuilder(root)
     builder.onnx("identity", onnx_models.identity)
     builder.onnx("fill", fill)
+    builder.onnx("pair", pair)
     builder.onnx("strings", string_identity)
     builder.onnx("scale", scale, BATCHED_CONFIG)
     return root

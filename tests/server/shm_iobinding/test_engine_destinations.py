@@ -117,3 +117,36 @@ def test_string_outputs_are_never_bound(engine: Engine) -> None:
     for _ in range(2):
         output = run(engine, "strings", {"INPUT0": words}, room)
         assert output.tolist() == [b"one", b"two"]
+
+
+def test_one_output_bound_and_another_not(engine: Engine) -> None:
+    data = np.arange(16, dtype=np.float32)
+    for wanted in (["OUTPUT0", "OUTPUT1"], ["OUTPUT1", "OUTPUT0"], ["OUTPUT1"]):
+        room = np.zeros(64, np.uint8)
+        for _ in range(2):
+            future = engine.submit(
+                "pair", {"INPUT0": data}, outputs=wanted, destinations={"OUTPUT1": room}
+            )
+            results = future.result(timeout=30)
+        assert list(results) == wanted
+        assert np.shares_memory(results["OUTPUT1"], room)
+        np.testing.assert_array_equal(results["OUTPUT1"], data)
+        if "OUTPUT0" in wanted:
+            assert not np.shares_memory(results["OUTPUT0"], room)
+            np.testing.assert_array_equal(results["OUTPUT0"], data * 2)
+    rooms = [np.zeros(64, np.uint8), np.zeros(64, np.uint8)]
+    for _ in range(2):
+        future = engine.submit(
+            "pair", {"INPUT0": data}, destinations={"OUTPUT0": rooms[0], "OUTPUT1": rooms[1]}
+        )
+        results = future.result(timeout=30)
+    np.testing.assert_array_equal(rooms[0].view(np.float32), data * 2)
+    np.testing.assert_array_equal(rooms[1].view(np.float32), data)
+    shared = np.zeros(64, np.uint8)  # both outputs pointed at the same room: one is bound
+    for _ in range(2):
+        future = engine.submit(
+            "pair", {"INPUT0": data}, destinations={"OUTPUT0": shared, "OUTPUT1": shared}
+        )
+        results = future.result(timeout=30)
+    np.testing.assert_array_equal(results["OUTPUT0"], data * 2)
+    np.testing.assert_array_equal(results["OUTPUT1"], data)
