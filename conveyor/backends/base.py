@@ -63,6 +63,11 @@ class RequestData:
     parameters: Mapping[str, object] = dataclasses.field(default_factory=dict)
 
 
+# Output name -> where the caller wants that output's bytes: a writable, C-contiguous 1-D
+# uint8 array (a slice of a client's shared-memory region; its size is the room there).
+Destinations = Mapping[str, np.ndarray]
+
+
 class Responses(Protocol):
     """Where a decoupled model sends the responses of one request (the engine's side)."""
 
@@ -92,6 +97,18 @@ class LoadedModel(abc.ABC):
     @abc.abstractmethod
     def run(self, inputs: dict[str, np.ndarray], outputs: Sequence[str]) -> dict[str, np.ndarray]:
         """Run one (possibly batched) execution; return at least the named outputs."""
+
+    def run_into(
+        self, inputs: dict[str, np.ndarray], outputs: Sequence[str], destinations: Destinations
+    ) -> dict[str, np.ndarray]:
+        """``run``, for one request whose caller has room for some outputs already.
+
+        A backend that can compute an output straight into its destination returns it as a
+        view of the destination (the caller then sees it is already there and copies
+        nothing); any other output is returned as ``run`` returns it. The default ignores
+        ``destinations``.
+        """
+        return self.run(inputs, outputs)
 
     def start(
         self,

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from conveyor.backends.base import ModelCaller, SequenceInfo
+from conveyor.backends.base import Destinations, ModelCaller, SequenceInfo
 from conveyor.engine.decoupled import start_stream
 from conveyor.engine.ensemble import EnsembleVersion, StepModels
 from conveyor.engine.model import ModelActivity, ModelVersion
@@ -189,6 +189,7 @@ class Engine:
         sequence: SequenceInfo | None = None,
         timeline: RequestTimeline | None = None,
         parameters: Mapping[str, object] | None = None,
+        destinations: Destinations | None = None,
     ) -> InferFuture:
         """Queue one request and return its future at once; the compute runs elsewhere.
 
@@ -196,7 +197,10 @@ class Engine:
         sequence_batching (see docs/sequences.md). ``timeline``: stamped with the request's
         queue and compute times (tracing; ensembles are not stamped). ``parameters``: the
         request's own parameters, handed to the model (a Triton model's
-        ``request.parameters()``).
+        ``request.parameters()``). ``destinations``: output name -> a writable uint8 array
+        where the caller wants that output (a shared-memory region); a backend that can may
+        compute the output right there when the request runs alone (its result is then a
+        view of the destination). Other outputs come back as usual.
 
         Raises ModelNotFound, ModelNotReady, InvalidInput, QueueFull or ShuttingDown.
         """
@@ -205,7 +209,8 @@ class Engine:
         served = self._version(model, version)
         try:
             return self._submit_to(served, model, inputs, outputs, priority, timeout,
-                                   request_id, sequence, timeline, parameters)  # fmt: skip
+                                   request_id, sequence, timeline, parameters,
+                                   destinations)  # fmt: skip
         except ShuttingDown:
             # A reload swapped this version out between the lookup and the queueing (its
             # queue closed); the model is still served: queue on what serves it now.
@@ -215,7 +220,8 @@ class Engine:
             if current is served:
                 raise
             return self._submit_to(current, model, inputs, outputs, priority, timeout,
-                                   request_id, sequence, timeline, parameters)  # fmt: skip
+                                   request_id, sequence, timeline, parameters,
+                                   destinations)  # fmt: skip
 
     @staticmethod
     def _submit_to(
@@ -229,6 +235,7 @@ class Engine:
         sequence: SequenceInfo | None,
         timeline: RequestTimeline | None,
         parameters: Mapping[str, object] | None,
+        destinations: Destinations | None,
     ) -> InferFuture:
         if isinstance(served, EnsembleVersion):
             if sequence is not None:
@@ -248,6 +255,7 @@ class Engine:
             sequence=sequence,
             timeline=timeline,
             parameters=parameters,
+            destinations=destinations,
         )
 
     def stream(

@@ -14,7 +14,13 @@ from pathlib import Path
 import numpy as np
 
 from conveyor.backends import get_backend, platform
-from conveyor.backends.base import LoadedModel, ModelCaller, RequestData, SequenceInfo
+from conveyor.backends.base import (
+    Destinations,
+    LoadedModel,
+    ModelCaller,
+    RequestData,
+    SequenceInfo,
+)
 from conveyor.engine.batcher import join_inputs, split_outputs, wanted_outputs
 from conveyor.engine.decoupled import refuse_unary, run_decoupled
 from conveyor.engine.failures import FailureLog, RecentFailure
@@ -166,10 +172,12 @@ class ModelVersion:
         sequence: SequenceInfo | None = None,
         timeline: RequestTimeline | None = None,
         parameters: Mapping[str, object] | None = None,
+        destinations: Destinations | None = None,
     ) -> InferFuture:
         """``future``: the one to answer (a stream's, see engine/decoupled.py); None: a new one.
         ``sequence``: the request's sequence; required by a sequence-batched model.
-        ``parameters``: the client's own request parameters, for the model to read."""
+        ``parameters``: the client's own request parameters, for the model to read.
+        ``destinations``: where the caller has room for outputs (see LoadedModel.run_into)."""
         if self.config.decoupled and future is None:
             raise refuse_unary(self.name)
         if self._instances.all_stuck:
@@ -210,6 +218,7 @@ class ModelVersion:
                 batch_key=batch_key,
                 sequence=sequence,
                 parameters=parameters,
+                destinations=destinations or None,
             )
         )
         return future
@@ -374,7 +383,11 @@ class ModelVersion:
                         ),
                     )
                     return
-                produced = model.run(inputs, wanted)
+                destinations = self._destinations(batch)
+                if destinations:
+                    produced = model.run_into(inputs, wanted, destinations)
+                else:
+                    produced = model.run(inputs, wanted)
                 t2 = time.perf_counter_ns()
                 results = self._split_produced(produced, wanted, batch)
         except Exception as exc:
@@ -383,6 +396,17 @@ class ModelVersion:
                 self._slots.release()  # it never started: no callback will free its slot
             return
         self._deliver(batch, results, started, (t0, t1, t2))
+
+    def _destinations(self, batch: list[Request]) -> Destinations | None:
+        """A lone request's destinations, when its outputs may be computed into them.
+
+        Not for an execution of several requests (their outputs are one joined tensor), nor
+        for a stateful model (an output kept as the next state must not live in a region
+        the client may overwrite).
+        """
+        if len(batch) != 1 or isinstance(self.queue, SequenceQueue):
+            return None
+        return batch[0].destinations
 
     def _split_produced(
         self, produced: dict[str, np.ndarray], wanted: tuple[str, ...], batch: list[Request]

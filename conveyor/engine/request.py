@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from conveyor.backends.base import SequenceInfo
+from conveyor.backends.base import Destinations, SequenceInfo
 from conveyor.futures import InferFuture
 
 
@@ -24,3 +24,6 @@ class Request:
     batch_key: tuple[object, ...] = ()
     sequence: SequenceInfo | None = None  # the sequence it belongs to (stateful models)
     parameters: Mapping[str, object] | None = None  # the client's own, for the model
+    # Where the caller has room for outputs (its shared-memory region): used only when this
+    # request runs alone in an execution (see LoadedModel.run_into).
+    destinations: Destinations | None = None

@@ -23,14 +23,8 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from conveyor.backends.base import SequenceInfo
-from conveyor.errors import (
-    DeadlineExceeded,
-    InvalidInput,
-    ModelNotReady,
-    Unavailable,
-    Unsupported,
-)
+from conveyor.backends.base import Destinations, SequenceInfo
+from conveyor.errors import DeadlineExceeded, InvalidInput, ModelNotReady, Unavailable, Unsupported
 from conveyor.futures import InferFuture, Outputs
 from conveyor.protocol import metadata
 from conveyor.server import shared_memory as shm
@@ -329,6 +323,34 @@ class DataPlane(TraceExtension):
                 wait_limit=wait_limit,
                 trace=trace,
             )
+        return self._submit(
+            model,
+            version,
+            inputs,
+            outputs=outputs,
+            options=options,
+            request_id=request_id,
+            classifications=classifications,
+            wait_limit=wait_limit,
+            trace=trace,
+        )
+
+    def _submit(
+        self,
+        model: str,
+        version: str | None,
+        inputs: Mapping[str, np.ndarray],
+        *,
+        outputs: list[str] | None,
+        options: RequestOptions,
+        request_id: str | None,
+        classifications: Mapping[str, int] | None,
+        wait_limit: float | None,
+        trace: RequestTrace | None = None,
+        destinations: Destinations | None = None,
+    ) -> InferFuture:
+        """:meth:`infer` with every tensor in hand; ``destinations``: room in regions where
+        the model may write outputs itself (see ``_infer_in_regions``)."""
         engine = self.engine
         if engine is None:
             raise Unavailable(STARTING)
@@ -352,6 +374,7 @@ class DataPlane(TraceExtension):
             sequence=_sequence(options),
             timeline=None if trace is None else trace.timeline,
             parameters=options.custom or None,
+            destinations=destinations,
         )
         return future if plan is None else classified(future, plan)
 
@@ -403,7 +426,12 @@ class DataPlane(TraceExtension):
         **submit: Any,
     ) -> InferFuture:
         """:meth:`infer` with tensors in shared memory: regions held from here until the
-        outputs are written, inputs as read-only views of them (no copy)."""
+        outputs are written, inputs as read-only views of them (no copy).
+
+        Each output's place in its region goes to the engine as a destination: a backend
+        that computes the output right there (onnxruntime, for a request that runs alone)
+        returns a view of it, and nothing is copied after; any other output is copied in.
+        """
         names = {t.location.region for t in use.inputs.values()}
         names.update(located.region for located in use.outputs.values())
         lease = self._regions().lease(names, "infer")
@@ -411,11 +439,23 @@ class DataPlane(TraceExtension):
             resolved = dict(inputs)
             for name, tensor in use.inputs.items():
                 resolved[name] = shm.read_input(lease, name, tensor)
-            inner = self.infer(model, version, resolved, **submit)
+            # A classified output is written as its classes, never as the model made it.
+            classes = submit.get("classifications") or {}
+            destinations = {
+                name: shm.output_destination(lease, name, located)
+                for name, located in use.outputs.items()
+                if name not in classes
+            }
+            inner = self._submit(model, version, resolved, destinations=destinations, **submit)
         except BaseException:
             lease.release()
             raise
         outer = InferFuture()
+        # ``dropped`` reaches the engine's future through this list, emptied once it is done:
+        # held directly, outer -> dropped -> inner -> written -> outer would be a cycle that
+        # keeps the results (views of the regions) alive until the garbage collector runs,
+        # and an unregistered region mapped until then.
+        running = [inner]
         outer.request_id = inner.request_id
         outer.model_name = inner.model_name
         outer.model_version = inner.model_version
@@ -433,18 +473,25 @@ class DataPlane(TraceExtension):
                 results = done.result()
                 for name, located in use.outputs.items():
                     array = results.get(name)
-                    if array is not None:
+                    if array is None:
+                        continue
+                    destination = destinations.get(name)
+                    if destination is None or not shm.already_written(array, destination):
                         shm.write_output(lease, name, array, located)
                 outer.set_result(results)
             except Exception as exc:
                 if not outer.done():
                     outer.set_exception(exc)
             finally:
+                # The futures keep their callbacks (this closure) after they are done: the
+                # views must go now, or the regions they map could never be unmapped.
+                destinations.clear()
+                running.clear()
                 lease.release()
 
         def dropped(done: concurrent.futures.Future[Outputs]) -> None:
-            if done.cancelled():
-                inner.cancel()  # the caller cancelled: drop the request if still queued
+            if done.cancelled() and running:
+                running[0].cancel()  # the caller cancelled: drop the request if still queued
 
         outer.add_done_callback(dropped)
         inner.add_done_callback(written)

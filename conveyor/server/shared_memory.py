@@ -319,6 +319,24 @@ def write_output(lease: Lease, name: str, array: np.ndarray, located: Location) 
     target[:] = np.frombuffer(chunk, np.uint8) if isinstance(chunk, bytes) else chunk
 
 
+def output_destination(lease: Lease, name: str, located: Location) -> np.ndarray:
+    """The bytes at ``located`` as a writable uint8 array, for the model to fill in place."""
+    view = lease.regions[located.region].view(located, f"output {name!r}")
+    return np.frombuffer(view, np.uint8) if located.byte_size else np.empty(0, np.uint8)
+
+
+def already_written(array: np.ndarray, destination: np.ndarray) -> bool:
+    """True when ``array`` is a contiguous view starting at ``destination`` and within it:
+    the model computed it in place, and copying it there again would change nothing."""
+    return (
+        array.dtype != object
+        and array.flags.c_contiguous
+        and array.nbytes <= destination.nbytes
+        and array.nbytes > 0
+        and array.ctypes.data == destination.ctypes.data
+    )
+
+
 def check_name(name: str, what: str) -> None:
     """A plain name: 1-255 visible characters with no path separator."""
     if (

@@ -470,17 +470,21 @@ class HTTPProtocol(asyncio.BufferedProtocol):
             if infer is not None and request.method == "POST" and request.path.endswith("/infer"):
                 pending = infer(request.path, body, request.header_length, request.traceparent)
                 self._inflight = pending
+                # The callback finds ``pending`` in ``_inflight`` (one request at a time per
+                # connection) rather than holding it: future -> callback -> pending -> future
+                # would be a cycle keeping the results (outputs in a client's shared-memory
+                # region are views of it) alive until the garbage collector runs.
                 pending.future.add_done_callback(
-                    lambda _: self._loop.call_soon_threadsafe(self._infer_done, request, pending)
+                    lambda _: self._loop.call_soon_threadsafe(self._infer_done, request)
                 )
                 return
             self._task = self._loop.create_task(self._route(request, body))
         except Exception as exc:
             self._respond(request, *self._error(exc))
 
-    def _infer_done(self, request: _Request, pending: PendingInfer) -> None:
-        self._inflight = None
-        if self._transport is None:
+    def _infer_done(self, request: _Request) -> None:
+        pending, self._inflight = self._inflight, None
+        if self._transport is None or pending is None:
             return
         if request.started:
             request.request_id = pending.request.id
