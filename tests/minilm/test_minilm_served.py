@@ -128,9 +128,15 @@ def test_concurrent_texts_of_different_lengths_batch_and_keep_their_rows(
         server.http_url.removeprefix("http://"), concurrency=16
     )
     order = list(range(len(SENTENCES))) * 2
+    longest = max(range(len(SENTENCES)), key=lambda index: len(SENTENCES[index]))
     try:
         for _ in range(5):  # batching depends on timing: a few rounds make it certain
             before = encoder_counts(client)
+            # A heavy request first (the longest text, 32 times) keeps the encoder busy while
+            # the small ones arrive, so they queue and can share the next execution.
+            heavy = httpclient.InferInput("TEXT", [32], "BYTES")
+            heavy.set_data_from_numpy(np.array([SENTENCES[longest].encode()] * 32, dtype=object))
+            busy = concurrent.async_infer("minilm", [heavy])
             handles = []
             for index in order:
                 tensor = httpclient.InferInput("TEXT", [1], "BYTES")
@@ -138,8 +144,11 @@ def test_concurrent_texts_of_different_lengths_batch_and_keep_their_rows(
                 handles.append(concurrent.async_infer("minilm", [tensor]))
             rows = [handle.get_result().as_numpy("EMBEDDING") for handle in handles]
             assert_matches(np.concatenate(rows), EXPECTED[order])
+            assert_matches(busy.get_result().as_numpy("EMBEDDING"), EXPECTED[[longest] * 32])
             after = encoder_counts(client)
-            inferences, executions = after[0] - before[0], after[1] - before[1]
+            # Without the heavy request's 32 texts and its one execution: the small ones
+            # took fewer executions than there were of them, so some shared one.
+            inferences, executions = after[0] - before[0] - 32, after[1] - before[1] - 1
             if executions < inferences:
                 return
     finally:

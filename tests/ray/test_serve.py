@@ -97,13 +97,19 @@ def cluster(repository: Path) -> Iterator[str]:
         env.setenv(
             "PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
         )
-        ray.init(
-            num_cpus=2,
-            include_dashboard=False,
-            address="local",
-            log_to_driver=False,
-            configure_logging=False,
-        )
+        # Ray waits 30 s for its GCS to bind a port; a busy 2-core machine can take longer.
+        env.setenv("RAY_gcs_server_port_wait_time_s", "120")
+        try:
+            ray.init(
+                num_cpus=2,
+                include_dashboard=False,
+                address="local",
+                log_to_driver=False,
+                configure_logging=False,
+            )
+        except Exception:
+            ray.shutdown()  # stops and reaps what was started, so nothing outlives the test
+            raise
     try:
         serve.start(http_options={"host": "127.0.0.1", "port": port})
         serve.run(build_app(repository, ingress_cpus=0.25), name=APP_NAME, route_prefix="/")
