@@ -31,6 +31,7 @@ from conveyor.server.grpc.server import GRPCFrontEnd
 from conveyor.server.http.connection import HTTPToolsFrontEnd
 from conveyor.server.http.routes import V2Routes
 from conveyor.server.log_output import LogControl
+from conveyor.server.malloc_tuning import tune_malloc
 from conveyor.server.metrics import LatencyHistograms
 from conveyor.server.metrics_port import metrics_front_end
 from conveyor.server.settings import Settings
@@ -78,6 +79,7 @@ class Server:
     # -- running ----------------------------------------------------------------------------
 
     def run(self) -> int:
+        tune_malloc()  # large tensors reuse heap memory instead of fresh pages each time
         with asyncio.Runner(loop_factory=loop_factory()) as runner:
             return runner.run(self.serve())
 

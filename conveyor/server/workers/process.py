@@ -16,6 +16,7 @@ import socket
 import sys
 
 from conveyor.server.frontend import FrontEnd
+from conveyor.server.malloc_tuning import tune_malloc
 from conveyor.server.server import loop_factory, protocol_front_ends
 from conveyor.server.workers.launch import Launch
 from conveyor.server.workers.remote import RemoteDataPlane
@@ -59,6 +60,7 @@ def main() -> int:
         level=launch.log_level,
         format=f"%(levelname)s %(name)s[front end {launch.index}]: %(message)s",
     )
+    tune_malloc()  # as the engine process: large bodies reuse heap memory
     with asyncio.Runner(loop_factory=loop_factory()) as runner:
         return runner.run(serve(launch))
 
