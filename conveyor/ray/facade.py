@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from conveyor.backends.base import SequenceInfo
+from conveyor.backends.base import Destinations, SequenceInfo
 from conveyor.engine import ModelInfo, ModelState, ModelStatistics, RepositoryEntry
 from conveyor.engine.engine import UNKNOWN_MODEL
 from conveyor.engine.stats import StatsRecorder
@@ -34,7 +34,7 @@ from conveyor.errors import (
     Unavailable,
     Unsupported,
 )
-from conveyor.futures import InferFuture
+from conveyor.futures import InferFuture, RequestTimeline
 from conveyor.ray.messages import Answer, Request, ServedModel
 
 RESENDS = 2
@@ -170,8 +170,15 @@ class RemoteEngine:
         timeout: float | None = None,
         request_id: str | None = None,
         sequence: SequenceInfo | None = None,
+        timeline: RequestTimeline | None = None,
+        parameters: Mapping[str, object] | None = None,
+        destinations: Destinations | None = None,
     ) -> InferFuture:
-        """Forward one request to the model's deployment; return its future at once."""
+        """Forward one request to the model's deployment; return its future at once.
+
+        ``timeline`` is not stamped (the queue and compute happen in the replica) and
+        ``destinations`` are not used (no shared memory through Ray); ``parameters`` reach
+        the model."""
         served = self._served(model, version)
         if served.config.decoupled:
             raise Unsupported(NO_STREAMING)
@@ -184,6 +191,7 @@ class RemoteEngine:
             timeout,
             request_id,
             sequence,
+            dict(parameters) if parameters else None,
         )
         future = InferFuture()
         future.request_id = request_id

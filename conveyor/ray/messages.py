@@ -30,6 +30,8 @@ class Request:
     # A stateful model's sequence; such a model runs one replica, which holds every
     # sequence's state (app.py refuses more).
     sequence: SequenceInfo | None = None
+    # The client's own request parameters, for the model (a Triton model's parameters()).
+    parameters: Mapping[str, object] | None = None
 
 
 @dataclasses.dataclass(frozen=True)

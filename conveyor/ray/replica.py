@@ -40,6 +40,7 @@ class ModelReplica:
                 timeout=request.timeout,
                 request_id=request.request_id,
                 sequence=request.sequence,
+                parameters=request.parameters,
             )
             outputs = await future  # the event loop stays free; instance threads compute
         except ConveyorError as exc:
