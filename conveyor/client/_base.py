@@ -200,14 +200,18 @@ class BaseClient(abc.ABC):
         """``_infer``, with large tensors in one of the client's shared-memory regions:
         large inputs always, large outputs once their size is known (see
         :mod:`conveyor.client.shared_memory`)."""
+
+        def on_the_wire() -> Coroutine[Any, Any, Outputs]:
+            return self._infer(model, inputs, outputs=outputs, version=version, **wire)
+
         pool = self.shared_memory
         if pool is None:
-            return await self._infer(model, inputs, outputs=outputs, version=version, **wire)
+            return await on_the_wire()
         large = pool.large_inputs(inputs)
         key = shape_key(model, version, outputs, inputs)
         known = pool.known_outputs(key)
         if not large and known is None:
-            results = await self._infer(model, inputs, outputs=outputs, version=version, **wire)
+            results = await on_the_wire()
             pool.learn(key, results)
             return results
         input_bytes = bytes_needed([array.nbytes for array in large.values()])
@@ -223,7 +227,7 @@ class BaseClient(abc.ABC):
                 # on this client sends everything on the wire.
                 pool.forget(region)
                 self.shared_memory = None
-                return await self._infer(model, inputs, outputs=outputs, version=version, **wire)
+                return await on_the_wire()
         try:
             placed = region.place(large)
             slots = region.reserve(output_sizes, input_bytes)
@@ -241,13 +245,13 @@ class BaseClient(abc.ABC):
                 )
             except Unsupported:
                 self.shared_memory = None  # turned off on the server since
-                return await self._infer(model, inputs, outputs=outputs, version=version, **wire)
+                return await on_the_wire()
             except InvalidInput as exc:
                 if not slots or OUTPUT_TOO_LARGE not in str(exc):
                     raise
                 # An output outgrew its slot: the model ran, but its answer did not fit.
                 pool.forget_outputs(key)
-                return await self._infer(model, inputs, outputs=outputs, version=version, **wire)
+                return await on_the_wire()
             pool.learn(key, results)
             return results
         finally:

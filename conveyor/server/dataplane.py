@@ -310,30 +310,17 @@ class DataPlane(TraceExtension):
         """
         if trace is not None and not trace.decoded:
             trace.decoded = time.perf_counter_ns()  # REQUEST_START: decoded, now submitted
+        submit: dict[str, Any] = {
+            "outputs": outputs,
+            "options": options,
+            "request_id": request_id,
+            "classifications": classifications,
+            "wait_limit": wait_limit,
+            "trace": trace,
+        }
         if shared_memory:
-            return self._infer_in_regions(
-                shared_memory,
-                model,
-                version,
-                inputs,
-                outputs=outputs,
-                options=options,
-                request_id=request_id,
-                classifications=classifications,
-                wait_limit=wait_limit,
-                trace=trace,
-            )
-        return self._submit(
-            model,
-            version,
-            inputs,
-            outputs=outputs,
-            options=options,
-            request_id=request_id,
-            classifications=classifications,
-            wait_limit=wait_limit,
-            trace=trace,
-        )
+            return self._infer_in_regions(shared_memory, model, version, inputs, **submit)
+        return self._submit(model, version, inputs, **submit)
 
     def _submit(
         self,
