@@ -12,6 +12,7 @@ waits on log lines or fixed ports.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import os
@@ -35,11 +36,25 @@ class ServerFailed(RuntimeError):
     """The server process exited, or did not become ready in time."""
 
 
+# Ports this process handed out lately. The OS may offer the port it just released again,
+# so two calls in a row (say the HTTP and the gRPC port of one server) could otherwise
+# name the same port, and the second listener would fail to bind.
+_RECENT_PORTS: collections.deque[int] = collections.deque(maxlen=512)
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that is free on ``host`` right now (the OS picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
+    """A TCP port that is free on ``host`` right now (the OS picks it).
+
+    Never one this process handed out among its last few hundred calls.
+    """
+    for _ in range(64):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind((host, 0))
+            port = int(sock.getsockname()[1])
+        if port not in _RECENT_PORTS:
+            _RECENT_PORTS.append(port)
+            return port
+    raise RuntimeError(f"the OS kept offering ports this process already handed out on {host}")
 
 
 @dataclasses.dataclass
@@ -113,6 +128,11 @@ def wait_ready(
     raise ServerFailed(f"server at {url} not ready within {timeout} s (last: {last})")
 
 
+# How often run_server starts again on new ports when one it chose was taken meanwhile.
+_START_ATTEMPTS = 3
+_BIND_FAILED = "Address already in use"
+
+
 @contextlib.contextmanager
 def run_server(
     repository: str | os.PathLike[str] | None = None,
@@ -132,18 +152,57 @@ def run_server(
     For a server started with ``--tls-cert``/``--tls-key`` pass ``ssl_context``, a client
     context that trusts that certificate: readiness is then polled over https.
     """
-    ports = {
-        "http": http_port or free_port(),
-        "grpc": grpc_port or free_port(),
-        "metrics": metrics_port or free_port(),
-    }
+    # A port chosen here may be taken by another process before the server binds it; then
+    # the start is retried on new ports (bounded). Ports the caller chose are never changed.
+    chosen_here = http_port is None or grpc_port is None or metrics_port is None
+    for attempt in range(1, _START_ATTEMPTS + 1):
+        server = _start_server(
+            repository,
+            http_port or free_port(),
+            grpc_port or free_port(),
+            metrics_port or free_port(),
+            extra_args,
+            env,
+            tls=ssl_context is not None,
+        )
+        if not wait:
+            break
+        try:
+            wait_ready(server.http_url, ready_timeout, server.process, ssl_context=ssl_context)
+            break
+        except ServerFailed as exc:
+            server.stop(5)
+            output = server.output()
+            if server.log is not None:
+                server.log.close()
+            if chosen_here and attempt < _START_ATTEMPTS and _BIND_FAILED in output:
+                continue
+            raise ServerFailed(f"{exc}\n--- server output ---\n{output}") from None
+    try:
+        yield server
+    finally:
+        server.stop()
+        if server.log is not None:
+            server.log.close()
+
+
+def _start_server(
+    repository: str | os.PathLike[str] | None,
+    http_port: int,
+    grpc_port: int,
+    metrics_port: int,
+    extra_args: Sequence[str],
+    env: Mapping[str, str] | None,
+    *,
+    tls: bool,
+) -> RunningServer:
     command = [
         sys.executable, "-m", "conveyor", "serve",
         *([os.fspath(repository)] if repository is not None else []),
         "--host", "127.0.0.1",
-        "--http-port", str(ports["http"]),
-        "--grpc-port", str(ports["grpc"]),
-        "--metrics-port", str(ports["metrics"]),
+        "--http-port", str(http_port),
+        "--grpc-port", str(grpc_port),
+        "--metrics-port", str(metrics_port),
         *extra_args,
     ]  # fmt: skip
     child_env = dict(os.environ if env is None else env)
@@ -153,24 +212,6 @@ def run_server(
         p for p in (package_root, child_env.get("PYTHONPATH")) if p
     )
     # A file, not a pipe: a chatty server must never block on a full pipe.
-    log = tempfile.TemporaryFile()  # noqa: SIM115 (closed in the finally below)
+    log = tempfile.TemporaryFile()  # noqa: SIM115 (closed by run_server)
     process = subprocess.Popen(command, env=child_env, stdout=log, stderr=subprocess.STDOUT)
-    server = RunningServer(
-        process,
-        ports["http"],
-        ports["grpc"],
-        ports["metrics"],
-        log=log,
-        tls=ssl_context is not None,
-    )
-    try:
-        if wait:
-            try:
-                wait_ready(server.http_url, ready_timeout, process, ssl_context=ssl_context)
-            except ServerFailed as exc:
-                server.stop(5)
-                raise ServerFailed(f"{exc}\n--- server output ---\n{server.output()}") from None
-        yield server
-    finally:
-        server.stop()
-        log.close()
+    return RunningServer(process, http_port, grpc_port, metrics_port, log=log, tls=tls)
