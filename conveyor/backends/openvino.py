@@ -18,6 +18,7 @@ request's buffers are reused by the next batch it runs.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -35,6 +36,8 @@ try:
     import openvino as ov  # type: ignore[import-untyped]
 except ImportError:  # an optional extra: the error says what to install when a model asks
     ov = None
+
+log = logging.getLogger("conveyor.backends.openvino")
 
 INSTALL_HINT = "pip install 'conveyor[openvino]' (or pip install openvino)"
 
@@ -188,6 +191,7 @@ class OpenVinoBackend(Backend):
             raise RepositoryError(
                 f"model {config.name!r}: OpenVINO could not load {path.name}: {exc}"
             ) from None
+        _warn_if_fewer_streams(config.name, options.num_streams, compiled)
         return OpenVinoModel(compiled, options.infer_requests)
 
     def complete_config(self, config: ModelConfig, model: LoadedModel) -> ModelConfig:
@@ -200,6 +204,29 @@ class OpenVinoBackend(Backend):
         declared = {p.get_any_name() for p in compiled.outputs}
         check_declared(config, outputs, declared, "output", "the OpenVINO model")
         return dataclasses.replace(config, inputs=inputs, outputs=outputs)
+
+
+def _warn_if_fewer_streams(model: str, asked: int | str | None, compiled: Any) -> None:
+    """Say so when OpenVINO compiled fewer streams than ``num_streams`` asked for.
+
+    Its CPU plugin caps streams at the cores the process may use, silently; an operator
+    who asked for more would otherwise expect parallelism that is not there.
+    """
+    if not isinstance(asked, int):
+        return
+    try:
+        got = int(compiled.get_property("NUM_STREAMS"))
+    except Exception:  # a property this OpenVINO release does not report: nothing to compare
+        return
+    if got < asked:
+        log.warning(
+            "model %r: num_streams = %d asked, OpenVINO compiled %d (at most one stream per "
+            "core this process may use); infer requests beyond %d wait for a free stream",
+            model,
+            asked,
+            got,
+            got,
+        )
 
 
 def model_path(config: ModelConfig, version_dir: Path) -> Path:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
+import os
 
 import ml_dtypes
 import numpy as np
@@ -140,6 +142,22 @@ def test_options_reach_the_compiled_model(tmp_path):
     assert int(model.compiled.get_property("NUM_STREAMS")) == 2
     assert model.compiled.get_property("INFERENCE_NUM_THREADS") == 2
     model.close()
+
+
+def test_fewer_streams_than_asked_is_said_in_the_log(tmp_path, caplog):
+    asked = 4 * len(os.sched_getaffinity(0))  # more streams than this process has cores
+    version = tmp_path / "m" / "1"
+    write_ir(version, onnx_models.tiny)
+    with caplog.at_level(logging.WARNING, logger="conveyor.backends.openvino"):
+        model = OpenVinoBackend().load(
+            parse_config("m", {"backend": "openvino", "openvino": {"num_streams": asked}}),
+            version,
+        )
+    got = int(model.compiled.get_property("NUM_STREAMS"))
+    model.close()
+    if got >= asked:
+        pytest.skip(f"this OpenVINO compiled all {asked} streams asked for")
+    assert f"num_streams = {asked} asked, OpenVINO compiled {got}" in caplog.text
 
 
 @pytest.mark.parametrize(
