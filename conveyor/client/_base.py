@@ -28,7 +28,6 @@ import numpy as np
 
 from conveyor.client.shared_memory import (
     DEFAULT_THRESHOLD,
-    OUTPUT_TOO_LARGE,
     OutputSlot,
     RegionPool,
     bytes_needed,
@@ -38,7 +37,7 @@ from conveyor.client.shared_memory import (
 from conveyor.errors import Cancelled, ConveyorError, InvalidInput, Unsupported
 from conveyor.futures import InferFuture, Outputs
 from conveyor.protocol.parameters import wire_priority, wire_timeout
-from conveyor.protocol.shared_memory import InputInRegion
+from conveyor.protocol.shared_memory import InputInRegion, is_output_too_large
 from conveyor.streams import DEFAULT_BUFFER, ResponseStream
 
 T = TypeVar("T")
@@ -247,7 +246,7 @@ class BaseClient(abc.ABC):
                 self.shared_memory = None  # turned off on the server since
                 return await on_the_wire()
             except InvalidInput as exc:
-                if not slots or OUTPUT_TOO_LARGE not in str(exc):
+                if not slots or not is_output_too_large(str(exc)):
                     raise
                 # An output outgrew its slot: the model ran, but its answer did not fit.
                 pool.forget_outputs(key)

@@ -40,9 +40,6 @@ from conveyor.protocol.shared_memory import InputInRegion, Location, is_loopback
 DEFAULT_THRESHOLD = 64 * 1024  # bytes; below this the socket is as fast as a copy
 MIN_REGION_BYTES = 1 << 20
 ALIGNMENT = 64  # each tensor starts on a cache line
-# How the server's refusal of an output larger than its slot begins (the data plane's
-# shared-memory writer); the client then forgets the sizes and asks again on the wire.
-OUTPUT_TOO_LARGE = "shared_memory_byte_size is"
 MAX_KNOWN_SHAPES = 256  # (model, input shapes) whose output sizes a client remembers
 
 _serial = itertools.count()

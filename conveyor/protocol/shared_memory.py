@@ -37,6 +37,26 @@ BYTE_SIZE = "shared_memory_byte_size"
 OFFSET = "shared_memory_offset"
 PARAMETERS = (REGION, BYTE_SIZE, OFFSET)
 
+# How a refusal of an output larger than its region slot reads on the wire. Clients that
+# size output slots themselves (conveyor.Client) recognise it to retry on the wire: only the
+# message text crosses HTTP and gRPC, so both sides use these two functions.
+_OUTPUT_TOO_LARGE = f"{BYTE_SIZE} is "
+
+
+def output_too_large(
+    where: str, byte_size: int, datatype: str, shape: list[int], needed: int
+) -> str:
+    """The message for an output needing ``needed`` bytes where ``byte_size`` were given."""
+    return (
+        f"{where}: {_OUTPUT_TOO_LARGE}{byte_size} bytes but the output "
+        f"({datatype}, shape {shape}) needs {needed}"
+    )
+
+
+def is_output_too_large(message: str) -> bool:
+    """Whether an error message is :func:`output_too_large`'s."""
+    return _OUTPUT_TOO_LARGE in message and "but the output" in message
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Location:

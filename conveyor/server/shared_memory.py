@@ -35,7 +35,7 @@ from conveyor.errors import InvalidInput
 from conveyor.protocol import binary
 from conveyor.protocol.datatypes import datatype_of
 from conveyor.protocol.grpc.converters import raw_tensor
-from conveyor.protocol.shared_memory import InputInRegion, Location
+from conveyor.protocol.shared_memory import InputInRegion, Location, output_too_large
 
 SHM_DIRECTORY = "/dev/shm"
 MAX_NAME_LENGTH = 255
@@ -311,8 +311,7 @@ def write_output(lease: Lease, name: str, array: np.ndarray, located: Location) 
     needed = len(chunk)
     if needed > located.byte_size:
         raise InvalidInput(
-            f"{where}: shared_memory_byte_size is {located.byte_size} bytes but the output "
-            f"({datatype}, shape {list(array.shape)}) needs {needed}"
+            output_too_large(where, located.byte_size, datatype, list(array.shape), needed)
         )
     view = lease.regions[located.region].view(located, where)
     target = np.frombuffer(view, np.uint8, needed)
