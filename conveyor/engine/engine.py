@@ -37,8 +37,9 @@ from conveyor.futures import InferFuture, Outputs, RequestTimeline
 from conveyor.repository.checks import model_warnings, repository_warnings
 from conveyor.repository.config import ModelConfig
 from conveyor.repository.ensemble import ENSEMBLE
-from conveyor.repository.layout import ModelSource, Repository
+from conveyor.repository.layout import ModelSource, Repository, SourceOverride
 from conveyor.repository.watch import RepositoryWatch
+from conveyor.repository.written import remove_written, write_model_folder
 from conveyor.streams import DEFAULT_BUFFER, ResponseStream
 
 log = logging.getLogger("conveyor.engine")
@@ -132,6 +133,8 @@ class Engine:
         self._wanted: set[str] = set()
         self._closing = False
         self._loading_ensembles: set[str] = set()  # to refuse an ensemble that contains itself
+        # Models served from files a load request carried: name -> the folder written for them.
+        self._written: dict[str, Path] = {}
         # Poll mode: the fingerprints are taken before the models load, so a change made
         # while they load is picked up by the first scans.
         self._watch = (
@@ -402,22 +405,43 @@ class Engine:
             )
         return RepositoryEntry(name, str(version), status.state, status.reason)
 
-    def load_model(self, name: str) -> None:
+    def load_model(
+        self, name: str, config: str | None = None, files: Mapping[str, bytes] | None = None
+    ) -> None:
         """Load (or reload) a model from the repository; blocks until it is ready.
+
+        ``config``: the model configuration as JSON (Triton's form), used for this load
+        instead of the folder's config file; ``files`` (relative path -> content, with a
+        ``config`` only): the model's folder, used instead of the repository's. A later load
+        without them reads the repository again.
 
         A reload that fails leaves the versions that were serving in place (and raises)."""
         self._require_model_control()
+        if files and config is None:
+            raise InvalidInput(f"model {name!r}: files to load need a config beside them")
+        folder = write_model_folder(name, files) if files else None
+        override = SourceOverride(config, folder) if config is not None else None
         try:
-            failure = self._load(name)
+            failure = self._load(name, override)
         except ModelNotFound as exc:
+            if folder is not None:
+                remove_written(folder)
             # Triton's wording for a model its repository does not hold, then ours.
             raise ModelNotFound(
                 f"failed to load '{name}', failed to poll from model repository: {exc.message}"
             ) from None
         if failure is not None:
+            if folder is not None:
+                remove_written(folder)
             raise ModelUnavailable(
                 f"load failed for model '{name}': model {name!r} failed to load: {failure}"
             )
+        with self._lock:
+            previous = self._written.pop(name, None)
+            if folder is not None:
+                self._written[name] = folder
+        if previous is not None:
+            remove_written(previous)  # its versions were loaded from it and are replaced
 
     def unload_model(self, name: str) -> None:
         """Stop taking requests for ``name``, finish the ones it holds, then release it."""
@@ -426,7 +450,10 @@ class Engine:
             raise ModelNotFound(f"model {name!r} is not in the repository")
         with self._lock:
             self._wanted.discard(name)
+            written = self._written.pop(name, None)
         self._stop(name, "unloaded")
+        if written is not None:
+            remove_written(written)  # files the versions no longer need: they are loaded
 
     def poll_repository(self) -> list[str]:
         """Poll mode: scan the repository once and act on the models whose folder changed
@@ -464,7 +491,7 @@ class Engine:
                 "to load and unload models"
             )
 
-    def _load(self, name: str) -> str | None:
+    def _load(self, name: str, override: SourceOverride | None = None) -> str | None:
         """Load ``name``'s versions; None, or why no version loaded.
 
         A model that is serving keeps serving while the new versions load next to it; they
@@ -472,7 +499,7 @@ class Engine:
         released. If none of the new versions loads, the old ones stay (the reason is in the
         repository index). ModelNotFound: the repository holds no such model (any more)."""
         try:
-            source = self.repository.source(name)
+            source = self.repository.source(name, override)
         except ModelNotFound:
             # Nothing to remember about a name the repository does not hold (any more).
             self._stop(name, "removed from the repository")
@@ -628,6 +655,10 @@ class Engine:
             version.queue.close()
         for version in running:
             version.close(timeout)
+        with self._lock:
+            written, self._written = list(self._written.values()), {}
+        for folder in written:
+            remove_written(folder)
 
     def __enter__(self) -> Engine:
         return self

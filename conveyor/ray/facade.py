@@ -145,7 +145,7 @@ class RemoteEngine:
 
     # -- repository control: Ray Serve's, not ours --------------------------------------------
 
-    def load_model(self, name: str) -> None:
+    def load_model(self, name: str, config: str | None = None, files: object = None) -> None:
         raise Unsupported(
             f"cannot load {name!r} through the ingress: on Ray Serve the deployed "
             "repository is changed by deploying it again (conveyor ray deploy)"

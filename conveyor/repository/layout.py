@@ -7,6 +7,7 @@ Reading the layout never loads a model; it only says what is there and what is w
 from __future__ import annotations
 
 import dataclasses
+import functools
 from pathlib import Path
 
 from conveyor.backends import infer_backend
@@ -16,7 +17,7 @@ from conveyor.repository.checks import CONFIG_FILE
 from conveyor.repository.checks import MODEL_NAME as _MODEL_NAME
 from conveyor.repository.config import ModelConfig, load_config_file, parse_config, read_labels
 from conveyor.repository.ensemble import ENSEMBLE
-from conveyor.repository.pbtxt import PBTXT_FILE, read_pbtxt
+from conveyor.repository.pbtxt import PBTXT_FILE, read_json_config, read_pbtxt
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,6 +43,15 @@ class ModelSource:
         )
 
 
+@dataclasses.dataclass(frozen=True)
+class SourceOverride:
+    """A load that brings its own config (JSON, Triton's form) and maybe its own folder
+    (files the request carried, written by the engine) instead of the repository's."""
+
+    config: str
+    folder: Path | None = None
+
+
 class Repository:
     """``gpu_on_cpu``: run config.pbtxt's KIND_GPU instance groups on the CPU (with a
     warning) instead of refusing the model."""
@@ -58,18 +68,35 @@ class Repository:
             p.name for p in self.root.iterdir() if p.is_dir() and _MODEL_NAME.fullmatch(p.name)
         )
 
-    def source(self, name: str) -> ModelSource:
-        """Read one model's folder; RepositoryError says what is wrong with it."""
+    def source(self, name: str, override: SourceOverride | None = None) -> ModelSource:
+        """Read one model's folder; RepositoryError says what is wrong with it.
+
+        With ``override``, its config is read instead of the folder's config file, and its
+        folder (if any) instead of the repository's."""
         if not _MODEL_NAME.fullmatch(name) or name in (".", ".."):
             raise ModelNotFound(f"{name!r} is not a valid model name")
         path = self.root / name
+        if override is not None and override.folder is not None:
+            path = override.folder
         if not path.is_dir():
             raise ModelNotFound(f"model {name!r} is not in the repository")
         available = sorted(int(p.name) for p in path.iterdir() if p.is_dir() and p.name.isdigit())
         # The newest version with a model file: an empty latest folder must not hide it.
         found = (infer_backend(path / str(v)) for v in reversed(available))
         inferred = next((b for b in found if b is not None), None)
-        config, warnings = self._config(name, path, inferred, available)
+        if override is None:
+            config, warnings = self._config(name, path, inferred, available)
+        else:
+            no_backend = functools.partial(self._no_backend, name, path, available)
+            read = read_json_config(
+                override.config,
+                name,
+                path,
+                backend=inferred,
+                no_backend=no_backend,
+                gpu_on_cpu=self.gpu_on_cpu,
+            )
+            config, warnings = read.config, read.warnings
         config = read_labels(config, path)
         if not available and config.backend == ENSEMBLE:
             available = [1]  # Triton wants an empty 1/ beside an ensemble's config; not needed
@@ -90,19 +117,22 @@ class Repository:
             versions = tuple(sorted(config.versions))
         return ModelSource(name, path, config, versions, fallbacks, warnings)
 
+    @staticmethod
+    def _no_backend(name: str, path: Path, available: list[int]) -> RepositoryError:
+        """The error for a config that names no backend beside no model file that would."""
+        misplaced = checks.misplaced_model_file(name, path)
+        if misplaced is not None:
+            return misplaced
+        if available:
+            return checks.no_model_file(name, path, available)
+        return RepositoryError(f"model {name!r}: no version folders (e.g. {name}/1/)")
+
     def _config(
         self, name: str, path: Path, inferred: str | None, available: list[int]
     ) -> tuple[ModelConfig, tuple[str, ...]]:
         """The model's config.toml or config.pbtxt (never both), or one filled in from the
         model file; ``inferred`` is the backend whose model file is there, if any."""
-
-        def no_backend() -> RepositoryError:
-            misplaced = checks.misplaced_model_file(name, path)
-            if misplaced is not None:
-                return misplaced
-            if available:
-                return checks.no_model_file(name, path, available)
-            return RepositoryError(f"model {name!r}: no version folders (e.g. {name}/1/)")
+        no_backend = functools.partial(self._no_backend, name, path, available)
 
         toml, pbtxt = path / CONFIG_FILE, path / PBTXT_FILE
         if toml.is_file() and pbtxt.is_file():

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from google.protobuf import text_format
+from google.protobuf import json_format, text_format
 from google.protobuf.message import Message
 
 from conveyor.backends.openvino_options import triton_parameters
@@ -43,6 +43,7 @@ from conveyor.repository.ray_scaling import (
 )
 
 PBTXT_FILE = "config.pbtxt"
+OVERRIDE_SOURCE = "the load request's config"
 
 # platform or backend in config.pbtxt -> Conveyor's backend name.
 _PLATFORMS = {"onnxruntime_onnx": "onnxruntime", ENSEMBLE: ENSEMBLE}
@@ -109,23 +110,52 @@ def read_pbtxt(
     return reader.read(message, backend, no_backend)
 
 
+def read_json_config(
+    text: str,
+    name: str,
+    folder: Path,
+    *,
+    backend: str | None,
+    no_backend: Callable[[], RepositoryError],
+    gpu_on_cpu: bool = False,
+) -> PbtxtConfig:
+    """A model configuration given as JSON (Triton's ``ModelConfig`` in its JSON form, as a
+    load request's ``config`` parameter carries it), read as ``config.pbtxt`` would be.
+
+    ``folder``: the model's folder (label files are read from it).
+    """
+    message = pb.ModelConfig()
+    try:
+        json_format.Parse(text, message)
+    except json_format.ParseError as exc:
+        raise RepositoryError(
+            f"model {name!r}: {OVERRIDE_SOURCE} is not a model configuration in Triton's JSON "
+            f"form: {exc}"
+        ) from None
+    reader = _Reader(name, folder, gpu_on_cpu, source=OVERRIDE_SOURCE)
+    return reader.read(message, backend, no_backend)
+
+
 def _set_fields(message: Message) -> list[str]:
     return [field.name for field, _ in message.ListFields()]
 
 
 class _Reader:
-    def __init__(self, name: str, folder: Path, gpu_on_cpu: bool) -> None:
+    """``source``: where the config came from, as errors and warnings name it."""
+
+    def __init__(self, name: str, folder: Path, gpu_on_cpu: bool, source: str = PBTXT_FILE) -> None:
         self.name = name
         self.folder = folder
         self.gpu_on_cpu = gpu_on_cpu
+        self.source = source
         self.warnings: list[str] = []
 
     def fail(self, field: str, message: str) -> RepositoryError:
-        return RepositoryError(f"model {self.name!r}: {PBTXT_FILE} {field}: {message}")
+        return RepositoryError(f"model {self.name!r}: {self.source} {field}: {message}")
 
     def warn(self, field: str) -> None:
         self.warnings.append(
-            f"model {self.name!r}: {PBTXT_FILE} field {field} has no effect in Conveyor "
+            f"model {self.name!r}: {self.source} field {field} has no effect in Conveyor "
             "(accepted and ignored)"
         )
 
@@ -349,7 +379,7 @@ class _Reader:
                         "run KIND_GPU groups on the CPU",
                     )
                 self.warnings.append(
-                    f"model {self.name!r}: {PBTXT_FILE} {where}.kind KIND_GPU runs its {count} "
+                    f"model {self.name!r}: {self.source} {where}.kind KIND_GPU runs its {count} "
                     "instance(s) on the CPU (--gpu-instances-on-cpu)"
                 )
                 kind = "KIND_CPU"

@@ -20,13 +20,14 @@ import asyncio
 import concurrent.futures
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from conveyor.backends.base import Destinations, SequenceInfo
 from conveyor.errors import DeadlineExceeded, InvalidInput, ModelNotReady, Unavailable, Unsupported
 from conveyor.futures import InferFuture, Outputs
 from conveyor.protocol import metadata
+from conveyor.protocol.model_load import parse_load_parameters
 from conveyor.server import shared_memory as shm
 from conveyor.server.access_log import AccessLog
 from conveyor.server.classified import ClassificationPlan, classified
@@ -180,27 +181,27 @@ class DataPlane(TraceExtension):
             if not ready_only or e.state == "READY"
         ]
 
-    async def load(self, name: str, parameters: Iterable[str] = ()) -> None:
+    async def load(self, name: str, parameters: Mapping[str, object] | None = None) -> None:
         """Load (or reload) ``name``; ModelUnavailable (a client error) if it fails to load.
 
-        ``parameters``: the names of the request's parameters; a config or files given in
-        the request are refused, as this server loads only from its repository.
+        ``parameters``: the request's, by name (values as the front end read them: JSON
+        values over HTTP, the parameter's oneof value over gRPC). A ``config`` (JSON) and
+        ``file:<path>`` contents are used for this load instead of the repository's
+        (conveyor.protocol.model_load); others are ignored.
         """
-        overrides = sorted(k for k in parameters if k == "config" or k.startswith("file:"))
-        if overrides:
-            # Refused the same on both protocols, as a bad request (400 / INVALID_ARGUMENT):
-            # loading as if they were absent would serve something the caller did not ask for.
-            raise InvalidInput(
-                f"load with a config override is not supported: the request's parameters "
-                f"{', '.join(map(repr, overrides))} give a config or files; this server loads "
-                f"models only from its repository (put them in the folder of {name!r})"
-            )
+        override = parse_load_parameters(name, parameters or {})
         engine = self._engine()
         log.debug("loading model %r at a client's request", name)
+        model = _required_name(name)
+
+        def load() -> None:
+            if override is None:
+                engine.load_model(model)  # the engine's facades need take no override
+            else:
+                engine.load_model(model, config=override.config, files=override.files)
+
         # Loading blocks for a long time (files, sessions): never on the event loop.
-        await asyncio.get_running_loop().run_in_executor(
-            None, engine.load_model, _required_name(name)
-        )
+        await asyncio.get_running_loop().run_in_executor(None, load)
 
     async def unload(self, name: str) -> None:
         """Stop serving ``name`` once the requests it holds are answered."""

@@ -350,7 +350,11 @@ class InferenceServicer:
     async def RepositoryModelLoad(
         self, request: pb.RepositoryModelLoadRequest, context: Context
     ) -> Any:
-        await self.data.load(request.model_name, request.parameters.keys())
+        parameters = {
+            key: getattr(value, value.WhichOneof("parameter_choice") or "string_param")
+            for key, value in request.parameters.items()
+        }
+        await self.data.load(request.model_name, parameters)
         return pb.RepositoryModelLoadResponse()
 
     @answering_errors

@@ -22,7 +22,7 @@ import concurrent.futures
 import itertools
 import socket
 import threading
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from conveyor.errors import ConveyorError, Unavailable, Unsupported
@@ -182,8 +182,8 @@ class RemoteDataPlane(DataPlane):
         value: list[dict[str, Any]] = self._call("repository_index", ready_only)
         return value
 
-    async def load(self, name: str, parameters: Iterable[str] = ()) -> None:
-        await self._await_call("load", name, list(parameters))
+    async def load(self, name: str, parameters: Mapping[str, object] | None = None) -> None:
+        await self._await_call("load", name, dict(parameters or {}))
 
     async def unload(self, name: str) -> None:
         await self._await_call("unload", name)

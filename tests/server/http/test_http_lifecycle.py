@@ -79,9 +79,10 @@ def test_model_control_explicit(tmp_path: Path) -> None:
             status, body = post_json(
                 server.http_url,
                 "/v2/repository/models/echo/load",
-                {"parameters": {"config": json.dumps({"max_batch_size": 2})}},
+                {"parameters": {"config": json.dumps({"max_batch_size": -3})}},
             )
-            assert status == 400 and "not supported" in body["error"]
+            assert status == 400 and "max_batch_size: must be >= 0" in body["error"]
+            assert triton.is_model_ready("echo")  # a failed reload keeps what was serving
             triton.load_model("tiny")
             assert triton.infer("tiny", [x]).as_numpy("OUTPUT0")[0, 0] == 1.0
         finally:
