@@ -15,8 +15,8 @@ import tritonclient.http as httpclient
 from conveyor.testing import RunningServer, run_server
 from tests.models import RepoBuilder
 
-PADDING = "conveyor_ragged_padding_elements_total"
-REAL = "conveyor_ragged_real_elements_total"
+PADDING = "conveyor_ragged_padding_elements"
+REAL = "conveyor_ragged_real_elements"
 
 # Reports, for each row, the width it was padded to and which execution ran it, so the test
 # knows the batches the engine formed.
