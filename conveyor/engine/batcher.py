@@ -48,6 +48,16 @@ def _padded_join(arrays: Sequence[np.ndarray]) -> np.ndarray:
     return joined
 
 
+def padding_elements(
+    requests: Sequence[Request], joined: dict[str, np.ndarray], ragged: Collection[str]
+) -> tuple[int, int]:
+    """(elements the requests sent, zeros padding added) over the ``ragged`` inputs of one
+    execution whose inputs ``join_inputs`` built: the padding waste of a ragged batch."""
+    names = [name for name in ragged if name in joined]
+    real = sum(r.inputs[name].size for r in requests for name in names)
+    return real, sum(joined[name].size for name in names) - real
+
+
 def split_outputs(
     outputs: dict[str, np.ndarray], requests: Sequence[Request]
 ) -> list[dict[str, np.ndarray]]:

@@ -21,7 +21,7 @@ from conveyor.backends.base import (
     RequestData,
     SequenceInfo,
 )
-from conveyor.engine.batcher import join_inputs, split_outputs, wanted_outputs
+from conveyor.engine.batcher import join_inputs, padding_elements, split_outputs, wanted_outputs
 from conveyor.engine.decoupled import refuse_unary, run_decoupled
 from conveyor.engine.failures import FailureLog, RecentFailure
 from conveyor.engine.instances import Instances, TakeWork, ThreadInstances
@@ -369,6 +369,8 @@ class ModelVersion:
                 ]
             else:
                 joined = join_inputs(batch, self._ragged)
+                if self._ragged:
+                    self.stats.record_padding(*padding_elements(batch, joined, self._ragged))
                 inputs = self._reshaped(joined, self.config.inputs, reshape=True)
                 wanted = wanted_outputs(batch)
                 t1 = time.perf_counter_ns()

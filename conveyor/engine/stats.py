@@ -42,6 +42,10 @@ class ModelStatistics:
     compute_infer: Duration
     compute_output: Duration
     batch_stats: tuple[BatchStats, ...]
+    # Ragged inputs (allow_ragged_batch), summed over the model's ragged inputs: the elements
+    # requests sent, and the zeros added to pad an execution's requests to its widest one.
+    ragged_real_elements: int = 0
+    ragged_padding_elements: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,6 +90,8 @@ class StatsRecorder:
         self._infer = _Accumulator()
         self._output = _Accumulator()
         self._batches: dict[int, tuple[_Accumulator, _Accumulator, _Accumulator]] = {}
+        self._ragged_real = 0
+        self._ragged_padding = 0
 
     def record_execution(
         self,
@@ -122,6 +128,12 @@ class StatsRecorder:
             per_size[1].add(infer_ns)
             per_size[2].add(output_ns)
 
+    def record_padding(self, real: int, padding: int) -> None:
+        """One execution's ragged inputs: ``real`` elements from requests, ``padding`` added."""
+        with self._lock:
+            self._ragged_real += real
+            self._ragged_padding += padding
+
     def record_failure(self, total_ns: int, count: int = 1) -> None:
         with self._lock:
             self._fail.add(total_ns * count, count)
@@ -145,4 +157,6 @@ class StatsRecorder:
                     BatchStats(size, a.value(), b.value(), c.value())
                     for size, (a, b, c) in sorted(self._batches.items())
                 ),
+                ragged_real_elements=self._ragged_real,
+                ragged_padding_elements=self._ragged_padding,
             )

@@ -51,6 +51,15 @@ COUNTERS: tuple[tuple[str, str, Callable[[ModelStatistics], int]], ...] = (
     ("nv_inference_compute_output_duration_us",
      "Cumulative inference compute output duration in microseconds",
      lambda s: s.compute_output.ns // 1000),
+    # Conveyor's own (Triton has none), named like Triton's (no "_total"): a ragged batch's
+    # padding waste is padding / (padding + real), summed over the model's ragged inputs;
+    # both stay 0 for a model without ragged inputs.
+    ("conveyor_ragged_padding_elements",
+     "Zeros added to pad ragged inputs to an execution's widest request",
+     lambda s: s.ragged_padding_elements),
+    ("conveyor_ragged_real_elements",
+     "Elements of ragged inputs that requests sent (each execution, batched or alone)",
+     lambda s: s.ragged_real_elements),
 )  # fmt: skip
 
 PENDING = "nv_inference_pending_request_count"
