@@ -383,6 +383,25 @@ class DataPlane(TraceExtension):
     ) -> ResponseStream:
         """Submit one request; return at once the stream its responses arrive on (one for
         a model that is not decoupled). The front end closes it when its client goes away."""
+        return self.traced_stream(
+            None, model, version, inputs, outputs=outputs, options=options, request_id=request_id
+        )
+
+    def traced_stream(
+        self,
+        trace: RequestTrace | None,
+        model: str,
+        version: str | None,
+        inputs: Mapping[str, np.ndarray],
+        *,
+        outputs: list[str] | None,
+        options: RequestOptions,
+        request_id: str | None,
+    ) -> ResponseStream:
+        """:meth:`stream`, for a traced request: the engine stamps its trace (each response
+        of a decoupled model too); the front end ends it with :meth:`end_stream_trace`."""
+        if trace is not None and not trace.decoded:
+            trace.decoded = time.perf_counter_ns()  # REQUEST_START: decoded, now submitted
         return self._engine().stream(
             model,
             inputs,
@@ -392,6 +411,7 @@ class DataPlane(TraceExtension):
             timeout=options.timeout,
             request_id=request_id,
             parameters=options.custom or None,
+            timeline=None if trace is None else trace.timeline,
         )
 
     def generate(
@@ -399,10 +419,26 @@ class DataPlane(TraceExtension):
     ) -> GenerateResponses:
         """Triton's generate extension: a flat JSON request streamed to the model; its
         responses as flat JSON objects (see ``generate.py``)."""
+        return self.traced_generate(None, model, version, request)
+
+    def traced_generate(
+        self,
+        trace: RequestTrace | None,
+        model: str,
+        version: str | None,
+        request: Mapping[str, Any],
+    ) -> GenerateResponses:
+        """:meth:`generate`, for a traced request: its trace ends with the responses."""
         config = self._model(model, version).config
         inputs, options = generate_inputs(config, request)
-        stream = self.stream(model, version, inputs, outputs=None, options=options, request_id=None)
-        return GenerateResponses(stream, model)
+        stream = self.traced_stream(
+            trace, model, version, inputs, outputs=None, options=options, request_id=None
+        )
+        if trace is None:
+            return GenerateResponses(stream, model)
+        return GenerateResponses(
+            stream, model, lambda ok: self.end_stream_trace(trace, stream.model_version, "", ok)
+        )
 
     def _infer_in_regions(
         self,

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SpanExporter
 
+    from conveyor.futures import RequestTimeline
     from conveyor.server.tracing.trace import RequestTrace
 
 EXTRA = (
@@ -157,41 +158,27 @@ class OTelSink:
         }
         if timeline.computed:
             attributes["batch_size"] = timeline.batch_size
+        begun = trace.recv_start or trace.received
         root = self._tracer.start_span(
             "infer",
             context=parent,
             kind=api.SpanKind.SERVER,
-            start_time=trace.received + to_wall,
+            start_time=begun + to_wall,
             attributes=attributes,
         )
         for name, ns in trace.timestamps():
             root.add_event(name, timestamp=ns + to_wall)
+        spans = _SpanMaker(self._tracer, to_wall)
         inside = api.set_span_in_context(root)
-
-        def child(name: str, start: int, end: int, context: Any = inside) -> Any:
-            span = self._tracer.start_span(name, context=context, start_time=start + to_wall)
-            span.end(end_time=end + to_wall)
-            return span
-
+        if trace.recv_start:
+            spans.child("receive", trace.recv_start, trace.received, inside)
         if trace.decoded:
-            child("decode", trace.received, trace.decoded)
-        if timeline.computed:
-            child("queue", timeline.queue_start, timeline.compute_start)
-            compute = self._tracer.start_span(
-                "compute",
-                context=inside,
-                start_time=timeline.compute_start + to_wall,
-                attributes={"batch_size": timeline.batch_size},
-            )
-            within = api.set_span_in_context(compute)
-            child("compute_input", timeline.compute_start, timeline.compute_input_end, within)
-            child(
-                "compute_infer", timeline.compute_input_end, timeline.compute_output_start, within
-            )
-            child("compute_output", timeline.compute_output_start, timeline.compute_end, within)
-            compute.end(end_time=timeline.compute_end + to_wall)
+            spans.child("decode", trace.received, trace.decoded, inside)
+        spans.engine_spans(timeline, inside, trace.request_id)
         if trace.answered:
-            child("encode", trace.answered, trace.sent)
+            send_start = trace.send_start or trace.sent
+            spans.child("encode", trace.answered, send_start, inside)
+            spans.child("send", send_start, trace.sent, inside)
         else:
             root.set_status(api.Status(api.StatusCode.ERROR, "the request failed"))
         root.end(end_time=trace.sent + to_wall)
@@ -202,3 +189,86 @@ class OTelSink:
             self._queue.put(None)
             self._builder.join(CLOSE_TIMEOUT_S)
         self._provider.shutdown()
+
+
+class _SpanMaker:
+    """Builds finished spans from a trace's monotonic timestamps (``to_wall`` moves them
+    to wall-clock time)."""
+
+    def __init__(self, tracer: Any, to_wall: int) -> None:
+        self._tracer = tracer
+        self._to_wall = to_wall
+
+    def child(
+        self,
+        name: str,
+        start: int,
+        end: int,
+        context: Any,
+        attributes: Mapping[str, str | int] | None = None,
+    ) -> Any:
+        span = self._tracer.start_span(
+            name, context=context, start_time=start + self._to_wall, attributes=attributes
+        )
+        span.end(end_time=end + self._to_wall)
+        return span
+
+    def engine_spans(self, timeline: RequestTimeline, context: Any, request_id: str) -> None:
+        """What the engine stamped: queue, batch formation, compute (with its three
+        parts), each response of a decoupled model, and each ensemble step as a span
+        named after its model (its own engine spans under it)."""
+        from opentelemetry import trace as api
+
+        if timeline.queue_start and timeline.compute_start:
+            queue_end = timeline.batch_start or timeline.compute_start
+            self.child("queue", timeline.queue_start, queue_end, context)
+            if timeline.batch_start:
+                self.child(
+                    "batch_formation",
+                    timeline.batch_start,
+                    timeline.compute_start,
+                    context,
+                    {"batch_size": timeline.batch_size},
+                )
+        if timeline.computed:
+            compute = self._tracer.start_span(
+                "compute",
+                context=context,
+                start_time=timeline.compute_start + self._to_wall,
+                attributes={"batch_size": timeline.batch_size},
+            )
+            within = api.set_span_in_context(compute)
+            if timeline.compute_input_end:  # a decoupled model's compute has no parts
+                self.child(
+                    "compute_input", timeline.compute_start, timeline.compute_input_end, within
+                )
+                self.child(
+                    "compute_infer",
+                    timeline.compute_input_end,
+                    timeline.compute_output_start,
+                    within,
+                )
+                self.child(
+                    "compute_output", timeline.compute_output_start, timeline.compute_end, within
+                )
+            for ns in timeline.responses:
+                compute.add_event("INFER_RESPONSE_COMPLETE", timestamp=ns + self._to_wall)
+            compute.end(end_time=timeline.compute_end + self._to_wall)
+        for step in timeline.steps:
+            attributes: dict[str, str | int] = {
+                "model_name": step.model,
+                "model_version": step.version,
+                "request_id": request_id,
+            }
+            if step.computed:
+                attributes["batch_size"] = step.batch_size
+            span = self._tracer.start_span(
+                step.model,
+                context=context,
+                start_time=step.submitted + self._to_wall,
+                attributes=attributes,
+            )
+            self.engine_spans(step, api.set_span_in_context(span), request_id)
+            if not step.finished:
+                span.set_status(api.Status(api.StatusCode.ERROR, "the step did not finish"))
+            span.end(end_time=(step.finished or step.submitted) + self._to_wall)

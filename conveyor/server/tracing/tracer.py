@@ -110,9 +110,12 @@ class Tracer:
         return RequestTrace(trace_id, model, protocol, traceparent, settings, received)
 
     def finish(self, trace: RequestTrace) -> None:
-        """The response was handed to the transport: record the trace. A trace that cannot
-        be written is logged, never the request's failure."""
+        """The response was handed to the transport (or the call ended): record the trace,
+        ``sent`` (*_SEND_END) now. A trace that cannot be written is logged, never the
+        request's failure."""
         trace.sent = time.perf_counter_ns()
+        if not trace.send_start:  # an error answer: timed only as it is handed over
+            trace.send_start = trace.sent
         settings = trace.settings
         try:
             if settings.trace_mode is TraceMode.OPENTELEMETRY:
@@ -123,7 +126,7 @@ class Tracer:
                 if file is None:
                     file = TritonTraceFile(settings.trace_file)
                     self._files[settings.trace_file] = file
-            file.record(trace, settings.log_frequency)
+            file.record(trace, settings.log_frequency, self._ids)
         except Exception:
             log.exception("trace %d of model %r could not be recorded", trace.id, trace.model)
 
