@@ -109,11 +109,7 @@ class V2Routes:
                 except Exception:
                     pending.finish_trace()  # a traced request that failed keeps its trace
                     raise
-                reply = pending.reply(results)
-                if pending.trace is not None:
-                    pending.trace.send_start = time.perf_counter_ns()
-                    pending.finish_trace()  # here the reply is handed over as it is returned
-                return reply
+                return pending.reply(results)
             if len(parts) == 6 and parts[4:] == ["trace", "setting"]:
                 return await self._trace_setting(method, parts[3], read_body)
             return self._models(method, parts, path)
@@ -341,11 +337,18 @@ class PendingInfer:
         self.trace: RequestTrace | None = None  # set when the request is traced
 
     def reply(self, results: Outputs) -> Reply:
+        """The whole answer, for a caller that hands it over as it is returned (a traced
+        request's trace ends here)."""
         header, buffers, headers = self._encode(results)
-        return 200, binary.join(header, buffers)[0] if buffers else header, headers
+        reply = 200, binary.join(header, buffers)[0] if buffers else header, headers
+        if self.trace is not None:
+            self.trace.send_start = time.perf_counter_ns()
+            self.finish_trace()
+        return reply
 
     def reply_parts(self, results: Outputs) -> tuple[int, list[binary.Chunk], Headers]:
-        """:meth:`reply` with the body left as its parts (JSON header, then each tensor)."""
+        """:meth:`reply` with the body left as its parts (JSON header, then each tensor);
+        the caller times the hand-over and ends a traced request's trace."""
         header, buffers, headers = self._encode(results)
         return 200, [header, *buffers], headers
 
