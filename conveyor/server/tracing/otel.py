@@ -44,6 +44,7 @@ EXTRA = (
 SERVICE_NAME = "conveyor"
 MAX_QUEUED = 10_000  # traces waiting for their spans; more are dropped, never held
 CLOSE_TIMEOUT_S = 10.0
+WALL_OFFSET_REFRESH_NS = 10_000_000_000  # follow wall-clock adjustments within 10 s
 log = logging.getLogger("conveyor.server.tracing")
 
 
@@ -82,6 +83,8 @@ class OTelSink:
         self._queue: queue.Queue[RequestTrace | None] | None = None
         self._builder: threading.Thread | None = None
         self._dropped = 0
+        self._to_wall = 0
+        self._offset_taken = -WALL_OFFSET_REFRESH_NS - 1  # none yet
         if batch:
             self._queue = queue.Queue(MAX_QUEUED)
             self._builder = threading.Thread(
@@ -142,8 +145,7 @@ class OTelSink:
     def _spans(self, trace: RequestTrace) -> None:
         from opentelemetry import trace as api
 
-        # The trace's clock is monotonic; spans carry wall-clock nanoseconds.
-        to_wall = time.time_ns() - time.perf_counter_ns()
+        to_wall = self._wall_offset()
         parent = None
         if trace.traceparent:
             carrier: Mapping[str, str] = {"traceparent": trace.traceparent}
@@ -182,6 +184,16 @@ class OTelSink:
         else:
             root.set_status(api.Status(api.StatusCode.ERROR, "the request failed"))
         root.end(end_time=trace.sent + to_wall)
+
+    def _wall_offset(self) -> int:
+        """Monotonic ns -> wall-clock ns (spans carry wall-clock time). Taken again every
+        WALL_OFFSET_REFRESH_NS, not per trace: traces built moments apart then place the
+        same monotonic moment (one batch's compute start) at the same wall-clock time."""
+        now = time.perf_counter_ns()
+        if now - self._offset_taken > WALL_OFFSET_REFRESH_NS:
+            self._to_wall = time.time_ns() - now
+            self._offset_taken = now
+        return self._to_wall
 
     def close(self) -> None:
         """Build the spans still queued, then export what is still batched."""
