@@ -26,7 +26,12 @@ def repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def exported(repository: Path) -> Iterator[tuple[RunningServer, Received]]:
     with otlp_receiver() as (endpoint, received):
         env = dict(os.environ, OTEL_BSP_SCHEDULE_DELAY="20")
-        config = ["mode=opentelemetry", "level=TIMESTAMPS", "rate=1", f"opentelemetry,url={endpoint}"]
+        config = [
+            "mode=opentelemetry",
+            "level=TIMESTAMPS",
+            "rate=1",
+            f"opentelemetry,url={endpoint}",
+        ]
         args = [arg for entry in config for arg in ("--trace-config", entry)]
         with run_server(repository, extra_args=args, env=env) as server:
             yield server, received
@@ -95,9 +100,7 @@ class RequestSpans:
         return by_name
 
 
-def spans_of(
-    received: Received, count: int, match: Callable[[Span], bool]
-) -> list[RequestSpans]:
+def spans_of(received: Received, count: int, match: Callable[[Span], bool]) -> list[RequestSpans]:
     """Wait for ``count`` requests' ``infer`` spans that ``match``; their spans, in the
     order the requests were received."""
 
