@@ -3,14 +3,15 @@
 Needs the optional extra ``conveyor[tracing]`` (opentelemetry-sdk and the OTLP exporters);
 only this module imports it, and only when that mode is first used.
 
-The spans are built once the response is handed to the transport, from the timestamps the
-trace holds (so no span is open while the request runs), on a thread of their own: the
-event loop only queues the finished trace. The spans: ``infer`` (the request, as the
-server saw it) with the children ``decode``, ``queue``, ``compute`` (itself parent of
-``compute_input``, ``compute_infer``, ``compute_output``) and ``encode``. ``queue`` holds any
-wait for a batch to form: the engine does not time that apart. The network read before the
-request was whole and the write after the response was handed over are not timed. A
-``traceparent`` the client sent (W3C trace context) makes ``infer`` a child of its span.
+The spans are built once the trace ends (after the send), from the timestamps the trace
+holds (so no span is open while the request runs), on a thread of their own: the event
+loop only queues the finished trace. The spans: ``infer`` (the request, as the server saw
+it) with the children ``receive``, ``decode``, ``queue``, ``batch_formation`` (a model
+with dynamic batching), ``compute`` (itself parent of ``compute_input``, ``compute_infer``,
+``compute_output``; a decoupled model's responses are its events), ``encode`` and
+``send``; an ensemble's steps are children named after their models, each with its own
+engine spans. A ``traceparent`` the client sent (W3C trace context) makes ``infer`` a
+child of its span.
 
 The exporter is configured the standard way: ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` /
 ``OTEL_EXPORTER_OTLP_ENDPOINT``, ``OTEL_EXPORTER_OTLP_TRACES_PROTOCOL`` (``http/protobuf``,

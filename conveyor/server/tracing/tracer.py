@@ -2,11 +2,11 @@
 
 A front end asks :meth:`Tracer.begin` for a trace only when ``tracer.on`` is true (that
 attribute read is all tracing costs while it is off). A sampled request gets a
-:class:`RequestTrace`; the front end stamps its own moments on it (received, decoded,
-answered, handed to the transport), the engine stamps the queue and compute times on its
-``timeline`` (the readings its statistics come from), and :meth:`Tracer.finish` hands the
-whole trace to the sink of the trace mode in effect: Triton's JSON file
-(``triton_file.py``) or OpenTelemetry spans (``otel.py``).
+:class:`RequestTrace`; the front end stamps its own moments on it (read started and
+ended, decoded, answered, send started and ended), the engine stamps the queue, batch
+formation and compute times on its ``timeline`` (the readings its statistics come from),
+and :meth:`Tracer.finish` hands the whole trace to the sink of the trace mode in effect:
+Triton's JSON file (``triton_file.py``) or OpenTelemetry spans (``otel.py``).
 
 Every timestamp is ``time.perf_counter_ns()`` (a monotonic clock, as Triton's steady-clock
 nanoseconds); the OpenTelemetry sink moves them to wall-clock time when it builds spans.
