@@ -383,11 +383,11 @@ class DataPlane(TraceExtension):
     ) -> ResponseStream:
         """Submit one request; return at once the stream its responses arrive on (one for
         a model that is not decoupled). The front end closes it when its client goes away."""
-        return self.traced_stream(
+        return self._traced_stream(
             None, model, version, inputs, outputs=outputs, options=options, request_id=request_id
         )
 
-    def traced_stream(
+    def _traced_stream(
         self,
         trace: RequestTrace | None,
         model: str,
@@ -399,7 +399,10 @@ class DataPlane(TraceExtension):
         request_id: str | None,
     ) -> ResponseStream:
         """:meth:`stream`, for a traced request: the engine stamps its trace (each response
-        of a decoupled model too); the front end ends it with :meth:`end_stream_trace`."""
+        of a decoupled model too); the front end ends it with ``Tracer.end_stream``.
+
+        Private, as tracing is: front ends call it only for a sampled request, and an
+        engine in another process (``--workers``) is not traced."""
         if trace is not None and not trace.decoded:
             trace.decoded = time.perf_counter_ns()  # REQUEST_START: decoded, now submitted
         return self._engine().stream(
@@ -419,25 +422,26 @@ class DataPlane(TraceExtension):
     ) -> GenerateResponses:
         """Triton's generate extension: a flat JSON request streamed to the model; its
         responses as flat JSON objects (see ``generate.py``)."""
-        return self.traced_generate(None, model, version, request)
+        return self._traced_generate(None, model, version, request)
 
-    def traced_generate(
+    def _traced_generate(
         self,
         trace: RequestTrace | None,
         model: str,
         version: str | None,
         request: Mapping[str, Any],
     ) -> GenerateResponses:
-        """:meth:`generate`, for a traced request: its trace ends with the responses."""
+        """:meth:`generate`, for a traced request (see :meth:`_traced_stream`): its trace
+        ends with the responses."""
         config = self._model(model, version).config
         inputs, options = generate_inputs(config, request)
-        stream = self.traced_stream(
+        stream = self._traced_stream(
             trace, model, version, inputs, outputs=None, options=options, request_id=None
         )
         if trace is None:
             return GenerateResponses(stream, model)
         return GenerateResponses(
-            stream, model, lambda ok: self.end_stream_trace(trace, stream.model_version, "", ok)
+            stream, model, lambda ok: self.tracer.end_stream(trace, stream.model_version, "", ok)
         )
 
     def _infer_in_regions(

@@ -8,6 +8,7 @@ to a status. Every method runs on the server's asyncio loop and never blocks it.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -200,7 +201,7 @@ class InferenceServicer:
             answers.put_nowait(_stream_response(future, call))
             if trace is not None:
                 ok = not future.cancelled() and future.exception() is None
-                data.end_stream_trace(trace, future.model_version, call.request_id, ok)
+                data.tracer.end_stream(trace, future.model_version, call.request_id, ok)
 
         async def read() -> None:
             nonlocal unanswered
@@ -224,7 +225,7 @@ class InferenceServicer:
                         future = self._submit(call, context, trace)
                     except Exception as exc:
                         if trace is not None:
-                            data.end_stream_trace(trace, None, request.id, ok=False)
+                            data.tracer.end_stream(trace, None, request.id, ok=False)
                         error = as_conveyor_error(exc, "stream")
                         answers.put_nowait(
                             _stream_error(
@@ -291,9 +292,10 @@ class InferenceServicer:
         ``trace``: the request's, ended with it."""
         model, request_id = call.model, call.request_id
         ok = False
+        data = self.data
+        start = data.stream if trace is None else functools.partial(data._traced_stream, trace)
         try:
-            stream = self.data.traced_stream(
-                trace,
+            stream = start(
                 model,
                 call.version,
                 call.inputs,
@@ -303,7 +305,7 @@ class InferenceServicer:
             )
         except Exception as exc:
             if trace is not None:
-                self.data.end_stream_trace(trace, None, request_id, ok=False)
+                data.tracer.end_stream(trace, None, request_id, ok=False)
             error = as_conveyor_error(exc, "stream")
             answers.put_nowait(_stream_error(model, call.version or "", request_id, error))
             return
@@ -327,7 +329,7 @@ class InferenceServicer:
         finally:
             stream.close()
             if trace is not None:
-                self.data.end_stream_trace(trace, version, request_id, ok)
+                data.tracer.end_stream(trace, version, request_id, ok)
 
     # -- health and metadata --------------------------------------------------------------
 

@@ -152,10 +152,10 @@ class V2Routes:
             if trace is None:
                 responses = data.generate(model, version, request)
             else:
-                responses = data.traced_generate(trace, model, version, request)
+                responses = data._traced_generate(trace, model, version, request)
         except Exception:
             if trace is not None:
-                data.end_stream_trace(trace, None, None, ok=False)
+                data.tracer.end_stream(trace, None, None, ok=False)
             raise
         if parts[-1] == "generate_stream":
             return StreamingReply(200, list(EVENT_STREAM), _events(responses), responses.close)

@@ -6,7 +6,6 @@ so both front ends reach them the same way and the data plane module stays about
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -53,17 +52,6 @@ class TraceExtension:
         if future is not None:
             trace.version = future.model_version or ""
             trace.request_id = future.request_id or ""
-        self.tracer.finish(trace)
-
-    def end_stream_trace(
-        self, trace: RequestTrace, version: str | None, request_id: str | None, ok: bool
-    ) -> None:
-        """A streamed request ended (``ok``: its last response was handed to the stream's
-        writer): REQUEST_END and the send timestamps now, and record the trace."""
-        trace.version = version or ""
-        trace.request_id = request_id or ""
-        if ok:
-            trace.answered = trace.send_start = time.perf_counter_ns()
         self.tracer.finish(trace)
 
     def _known_model(self, name: str) -> None:

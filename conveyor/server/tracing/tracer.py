@@ -145,6 +145,17 @@ class Tracer:
         except Exception:
             log.exception("trace %d of model %r could not be recorded", trace.id, trace.model)
 
+    def end_stream(
+        self, trace: RequestTrace, version: str | None, request_id: str | None, ok: bool
+    ) -> None:
+        """A streamed request ended (``ok``: its last response was handed to the stream's
+        writer): REQUEST_END and the send timestamps now, and record the trace."""
+        trace.version = version or ""
+        trace.request_id = request_id or ""
+        if ok:
+            trace.answered = trace.send_start = time.perf_counter_ns()
+        self.finish(trace)
+
     def _otel_sink(self) -> TraceSink:
         if self._otel is None:
             from conveyor.server.tracing.otel import OTelSink  # the optional extra
