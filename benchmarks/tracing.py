@@ -13,7 +13,8 @@ load generator (``conveyor bench``, closed loop, binary tensors) on another:
 Then, in process and with no server, the CPU one traced request costs the thread that
 answers it (``Tracer.begin`` to ``Tracer.finish``, the engine's stamps included): for the
 trace file, and for OpenTelemetry spans (built on the calling thread and handed to an
-exporter that drops them, so no network time is counted).
+exporter that drops them, so no network time is counted); and what a request that is not
+sampled pays while tracing is on (``Tracer.begin`` answering None).
 
 Writes benchmarks/results/tracing.json and tracing.md. Figures on a shared machine are
 noisy: compare the rows of one run, not runs.
@@ -113,6 +114,31 @@ def per_trace_us(mode: str, tmp: Path, count: int) -> float:
     return statistics.median(rounds)
 
 
+def unsampled_us(tmp: Path, count: int) -> float:
+    """Microseconds of CPU a request that is not sampled pays while tracing is on (rate
+    1000: ``Tracer.begin`` answering None), the median of 5 rounds."""
+    import statistics
+    import time
+
+    from conveyor.server.tracing.settings import TraceLevel, TraceSettings
+    from conveyor.server.tracing.tracer import Tracer
+
+    settings = TraceSettings(
+        trace_level=(TraceLevel.TIMESTAMPS,),
+        trace_rate=count * 10,  # never reached: every call is a request not sampled
+        trace_file=str(tmp / "unsampled.json"),
+    )
+    tracer = Tracer(settings)
+    rounds = []
+    for _ in range(5):
+        started = time.process_time_ns()
+        for _ in range(count):
+            tracer.begin("tiny", "http", None)
+        rounds.append((time.process_time_ns() - started) / count / 1000)
+    tracer.close()
+    return statistics.median(rounds)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="1 s per variant (a smoke test)")
@@ -135,6 +161,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             mode: per_trace_us(mode, Path(tmp), 2000 if args.quick else 10000)
             for mode in ("triton", "opentelemetry")
         }
+        costs["not sampled (rate 1000)"] = unsampled_us(Path(tmp), 20000 if args.quick else 100000)
     base = results["off"]["infer_per_s"] or 1.0
     rows = [("tracing", "infer/s", "vs off", "p50 ms", "p99 ms")]
     for variant, r in results.items():
@@ -158,7 +185,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             }
         )
     )
-    cost_rows = [("trace_mode", "CPU per traced request, µs")]
+    cost_rows = [("trace_mode", "CPU per request, µs")]
     cost_rows += [(mode, f"{us:.1f}") for mode, us in costs.items()]
     text = (
         f"Measured {common.today()} on {common.machine_line()}; `tiny` over HTTP, closed loop "

@@ -30,29 +30,52 @@ class RequestTimeline:
     The engine fills it from the same clock readings its statistics come from, before the
     future completes, so whoever awaits the future reads it whole. ``batch_size``: the
     items of the execution the request ran in (with any requests batched with it).
+    ``batch_start``: when the dynamic batcher took it into a batch being formed (0: the
+    model does not batch dynamically). ``responses``: when each response of a decoupled
+    model was sent. ``steps``: an ensemble's step requests, each with its own timeline.
     """
 
     __slots__ = (
         "batch_size",
+        "batch_start",
         "compute_end",
         "compute_input_end",
         "compute_output_start",
         "compute_start",
         "queue_start",
+        "responses",
+        "steps",
     )
 
     def __init__(self) -> None:
         self.queue_start = 0
+        self.batch_start = 0
         self.compute_start = 0
         self.compute_input_end = 0
         self.compute_output_start = 0
         self.compute_end = 0
         self.batch_size = 0
+        self.responses: list[int] = []
+        self.steps: list[StepTimeline] = []
 
     @property
     def computed(self) -> bool:
         """False for a request that failed or was never run (nothing was stamped)."""
         return self.compute_end != 0
+
+
+class StepTimeline(RequestTimeline):
+    """One step of a traced ensemble request: the step's model, when the ensemble submitted
+    it (``submitted``) and when its answer came back (``finished``; 0 if it never did)."""
+
+    __slots__ = ("finished", "model", "submitted", "version")
+
+    def __init__(self, model: str, submitted: int) -> None:
+        super().__init__()
+        self.model = model
+        self.version = ""
+        self.submitted = submitted
+        self.finished = 0
 
 
 class InferFuture(concurrent.futures.Future[Outputs]):

@@ -27,7 +27,7 @@ import numpy as np
 from conveyor.backends.base import LoadedModel, RequestData
 from conveyor.engine.request import Request
 from conveyor.errors import Cancelled, ConveyorError, ModelError, Unsupported
-from conveyor.futures import InferFuture, Outputs
+from conveyor.futures import InferFuture, Outputs, RequestTimeline
 from conveyor.repository.ensemble import ENSEMBLE
 from conveyor.streams import ResponseStream
 
@@ -60,6 +60,7 @@ class ModelVersion(Protocol):
         request_id: str | None,
         future: InferFuture | None = None,
         parameters: Mapping[str, object] | None = None,
+        timeline: RequestTimeline | None = None,
     ) -> InferFuture: ...
 
     def _reshaped(
@@ -85,6 +86,7 @@ class Served(Protocol):
         priority: int,
         timeout: float | None,
         request_id: str | None,
+        timeline: RequestTimeline | None = None,
     ) -> InferFuture: ...
 
 
@@ -122,8 +124,11 @@ def start_stream(
     request_id: str | None,
     buffer: int,
     parameters: Mapping[str, object] | None = None,
+    timeline: RequestTimeline | None = None,
 ) -> ResponseStream:
-    """Queue one request of ``version``; return the stream its responses will arrive on."""
+    """Queue one request of ``version``; return the stream its responses will arrive on.
+
+    ``timeline``: stamped as ``submit`` stamps it, plus each response of a decoupled model."""
     stream = ResponseStream(buffer)
     if version.config.decoupled:
         # Only a model version is ever decoupled (an ensemble's config never is).
@@ -138,6 +143,7 @@ def start_stream(
             request_id=request_id,
             future=future,
             parameters=parameters,
+            timeline=timeline,
         )
         future.add_done_callback(lambda done: stream.finish(_error_of(done)))
     elif parameters and version.config.backend != ENSEMBLE:  # an ensemble takes none
@@ -148,11 +154,17 @@ def start_stream(
             timeout=timeout,
             request_id=request_id,
             parameters=parameters,
+            timeline=timeline,
         )
         future.add_done_callback(lambda done: _answer_once(stream, done))
     else:
         future = version.submit(
-            inputs, outputs=outputs, priority=priority, timeout=timeout, request_id=request_id
+            inputs,
+            outputs=outputs,
+            priority=priority,
+            timeout=timeout,
+            request_id=request_id,
+            timeline=timeline,
         )
         future.add_done_callback(lambda done: _answer_once(stream, done))
     stream.request_id = future.request_id
@@ -212,6 +224,11 @@ class _Responses:
         self._closed = False
         self._started = version.queue.clock()
         self._t0 = time.perf_counter_ns()
+        self._timeline = future.timeline  # set only for a traced request
+        if self._timeline is not None:
+            self._timeline.queue_start = self._t0 - _ns(self._started - request.enqueued)
+            self._timeline.compute_start = self._t0
+            self._timeline.batch_size = request.batch_size
 
     @property
     def cancelled(self) -> bool:
@@ -232,7 +249,10 @@ class _Responses:
         # A response may carry some of the outputs (e.g. only the next token).
         wanted = tuple(name for name in request.outputs if name in outputs)
         produced = version._reshaped(dict(outputs), version.config.outputs, reshape=False)
-        self._stream.put(version._check_produced(produced, wanted, request.batch_size))
+        checked = version._check_produced(produced, wanted, request.batch_size)
+        if self._timeline is not None:  # tracing: the model sent a response now
+            self._timeline.responses.append(time.perf_counter_ns())
+        self._stream.put(checked)
 
     def close(self, error: Exception | None = None) -> None:
         with self._lock:
@@ -240,6 +260,8 @@ class _Responses:
                 return
             self._closed = True
         version, request = self._version, self._request
+        if self._timeline is not None:  # before the future completes: its reader sees it
+            self._timeline.compute_end = time.perf_counter_ns()
         if error is not None and not isinstance(error, ConveyorError):
             failed = ModelError(f"model {version.name!r} failed: {type(error).__name__}: {error}")
             failed.model_traceback = "".join(traceback.format_exception(error))

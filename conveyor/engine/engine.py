@@ -198,8 +198,8 @@ class Engine:
 
         ``sequence``: the sequence the request belongs to, for a model with
         sequence_batching (see docs/sequences.md). ``timeline``: stamped with the request's
-        queue and compute times (tracing; ensembles are not stamped). ``parameters``: the
-        request's own parameters, handed to the model (a Triton model's
+        queue and compute times (tracing; an ensemble's steps each get one of their
+        own). ``parameters``: the request's own parameters, handed to the model (a Triton model's
         ``request.parameters()``). ``destinations``: output name -> a writable uint8 array
         where the caller wants that output (a shared-memory region); a backend that can may
         compute the output right there when the request runs alone (its result is then a
@@ -247,7 +247,12 @@ class Engine:
                     "model itself"
                 )
             return served.submit(
-                inputs, outputs=outputs, priority=priority, timeout=timeout, request_id=request_id
+                inputs,
+                outputs=outputs,
+                priority=priority,
+                timeout=timeout,
+                request_id=request_id,
+                timeline=timeline,
             )
         return served.submit(
             inputs,
@@ -273,6 +278,7 @@ class Engine:
         request_id: str | None = None,
         buffer: int = DEFAULT_BUFFER,
         parameters: Mapping[str, object] | None = None,
+        timeline: RequestTimeline | None = None,
     ) -> ResponseStream:
         """Queue one request and return at once the stream of its responses.
 
@@ -280,6 +286,7 @@ class Engine:
         for the reader; past that the model waits); any other model's one answer is the
         stream's only response. Queueing, priority and ``timeout`` are ``submit``'s;
         closing the stream cancels the request (see :mod:`conveyor.streams`).
+        ``timeline``: as ``submit``'s, plus when each response of a decoupled model came.
         """
         if self._closing:
             raise ShuttingDown("the engine is shutting down; it takes no new requests")
@@ -295,6 +302,7 @@ class Engine:
                     request_id=request_id,
                     buffer=buffer,
                     parameters=parameters,
+                    timeline=timeline,
                 )
             except ShuttingDown:
                 # As in submit: a reload swapped the version out before the request was

@@ -29,7 +29,7 @@ from conveyor.errors import (
     RepositoryError,
     ShuttingDown,
 )
-from conveyor.futures import InferFuture, Outputs
+from conveyor.futures import InferFuture, Outputs, RequestTimeline, StepTimeline
 from conveyor.protocol.datatypes import BYTES, numpy_dtype
 from conveyor.repository.config import ModelConfig, TensorSpec
 from conveyor.repository.ensemble import ENSEMBLE, check_graph
@@ -48,6 +48,7 @@ class StepModels(Protocol):
         priority: int = 0,
         timeout: float | None = None,
         request_id: str | None = None,
+        timeline: RequestTimeline | None = None,
     ) -> InferFuture: ...
 
     def model(self, name: str, version: int | str | None = None) -> Any: ...
@@ -174,7 +175,10 @@ class EnsembleVersion:
         priority: int,
         timeout: float | None,
         request_id: str | None,
+        timeline: RequestTimeline | None = None,
     ) -> InferFuture:
+        """``timeline``: a traced request's; each step it runs adds a timeline of its own
+        (:class:`StepTimeline`) to ``timeline.steps``."""
         arrays = self._check_inputs(inputs)
         wanted = self._check_outputs_requested(outputs)
         if timeout is not None and timeout < 0:
@@ -184,7 +188,7 @@ class EnsembleVersion:
         future.model_name = self.name
         future.model_version = self.version_label
         self.queue.enter(self.name)
-        run = _Run(self, future, arrays, wanted, priority, timeout, request_id)
+        run = _Run(self, future, arrays, wanted, priority, timeout, request_id, timeline)
         run.start()
         return future
 
@@ -252,8 +256,10 @@ class _Run:
         priority: int,
         timeout: float | None,
         request_id: str | None,
+        timeline: RequestTimeline | None = None,
     ) -> None:
         self.ensemble = ensemble
+        self.timeline = timeline
         self.future = future
         self.tensors = tensors
         self.wanted = wanted
@@ -269,6 +275,7 @@ class _Run:
         self.waiting = [len({t for t in s.input_map.values() if t in made}) for s in steps]
         self.remaining = len(steps)
         self.in_flight: dict[int, InferFuture] = {}
+        self.step_timelines: dict[int, StepTimeline] = {}  # a traced request's steps
         self.finished = False
         future.add_done_callback(self._on_answered)
 
@@ -290,6 +297,11 @@ class _Run:
                 for name, tensor in step.input_map.items()
                 if tensor in self.tensors
             }
+            step_timeline = None
+            if self.timeline is not None:  # traced: the step is a request of its own
+                step_timeline = StepTimeline(step.model, time.perf_counter_ns())
+                self.step_timelines[index] = step_timeline
+                self.timeline.steps.append(step_timeline)
             step_future = self.ensemble._models.submit(
                 step.model,
                 inputs,
@@ -298,7 +310,10 @@ class _Run:
                 priority=self.priority,
                 timeout=timeout,
                 request_id=self.request_id,
+                timeline=step_timeline,
             )
+            if step_timeline is not None:
+                step_timeline.version = step_future.model_version or ""
         except ConveyorError as exc:
             self._fail(index, exc)
             return
@@ -310,6 +325,8 @@ class _Run:
         step_future.add_done_callback(lambda done: self._on_step_done(index, done))
 
     def _on_step_done(self, index: int, done: Future[Outputs]) -> None:
+        if self.timeline is not None:
+            self.step_timelines[index].finished = time.perf_counter_ns()
         try:
             produced = done.result()
         except CancelledError:

@@ -701,6 +701,8 @@ def _stamp_timelines(
         if timeline is None:
             continue
         timeline.queue_start = t0 - _ns(started - request.enqueued)
+        if request.taken:  # batch formation: taken into the batch until it was dispatched
+            timeline.batch_start = t0 - _ns(started - request.taken)
         timeline.compute_start = t0
         timeline.compute_input_end = t1
         timeline.compute_output_start = t2

@@ -27,3 +27,6 @@ class Request:
     # Where the caller has room for outputs (its shared-memory region): used only when this
     # request runs alone in an execution (see LoadedModel.run_into).
     destinations: Destinations | None = None
+    # A traced request only (tracing's batch formation): when the dynamic batcher took it
+    # into a batch being formed, on the scheduler's clock.
+    taken: float = 0.0

@@ -109,6 +109,8 @@ class RequestQueue:
 
     def _form_batch(self, first: _Entry, policy: BatchPolicy) -> list[Request]:
         held = [first]
+        if first[2].future.timeline is not None:  # tracing: one check per request when off
+            first[2].taken = self.clock()
         total = first[2].batch_size
         self._held += 1
         key = first[2].batch_key
@@ -128,6 +130,8 @@ class RequestQueue:
                         skipped.append(entry)
                         continue
                     held.append(entry)
+                    if request.future.timeline is not None:
+                        request.taken = self.clock()
                     self._held += 1
                     total += request.batch_size
                 for entry in skipped:

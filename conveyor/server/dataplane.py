@@ -384,6 +384,28 @@ class DataPlane(TraceExtension):
     ) -> ResponseStream:
         """Submit one request; return at once the stream its responses arrive on (one for
         a model that is not decoupled). The front end closes it when its client goes away."""
+        return self._traced_stream(
+            None, model, version, inputs, outputs=outputs, options=options, request_id=request_id
+        )
+
+    def _traced_stream(
+        self,
+        trace: RequestTrace | None,
+        model: str,
+        version: str | None,
+        inputs: Mapping[str, np.ndarray],
+        *,
+        outputs: list[str] | None,
+        options: RequestOptions,
+        request_id: str | None,
+    ) -> ResponseStream:
+        """:meth:`stream`, for a traced request: the engine stamps its trace (each response
+        of a decoupled model too); the front end ends it with ``Tracer.end_stream``.
+
+        Private, as tracing is: front ends call it only for a sampled request, and an
+        engine in another process (``--workers``) is not traced."""
+        if trace is not None and not trace.decoded:
+            trace.decoded = time.perf_counter_ns()  # REQUEST_START: decoded, now submitted
         return self._engine().stream(
             model,
             inputs,
@@ -393,6 +415,7 @@ class DataPlane(TraceExtension):
             timeout=options.timeout,
             request_id=request_id,
             parameters=options.custom or None,
+            timeline=None if trace is None else trace.timeline,
         )
 
     def generate(
@@ -400,10 +423,27 @@ class DataPlane(TraceExtension):
     ) -> GenerateResponses:
         """Triton's generate extension: a flat JSON request streamed to the model; its
         responses as flat JSON objects (see ``generate.py``)."""
+        return self._traced_generate(None, model, version, request)
+
+    def _traced_generate(
+        self,
+        trace: RequestTrace | None,
+        model: str,
+        version: str | None,
+        request: Mapping[str, Any],
+    ) -> GenerateResponses:
+        """:meth:`generate`, for a traced request (see :meth:`_traced_stream`): its trace
+        ends with the responses."""
         config = self._model(model, version).config
         inputs, options = generate_inputs(config, request)
-        stream = self.stream(model, version, inputs, outputs=None, options=options, request_id=None)
-        return GenerateResponses(stream, model)
+        stream = self._traced_stream(
+            trace, model, version, inputs, outputs=None, options=options, request_id=None
+        )
+        if trace is None:
+            return GenerateResponses(stream, model)
+        return GenerateResponses(
+            stream, model, lambda ok: self.tracer.end_stream(trace, stream.model_version, "", ok)
+        )
 
     def _infer_in_regions(
         self,

@@ -12,7 +12,7 @@ name: a one-element tensor as its value, a longer one as a flat list; BYTES as t
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -96,21 +96,40 @@ def _json_value(value: object) -> object:
 class GenerateResponses:
     """A request's responses as generate JSON objects, in the order they are produced."""
 
-    def __init__(self, stream: ResponseStream, model: str) -> None:
+    def __init__(
+        self,
+        stream: ResponseStream,
+        model: str,
+        on_end: Callable[[bool], None] | None = None,
+    ) -> None:
+        """``on_end``: told once, when the responses end (True: all were handed over;
+        False: the request failed or the client went away) - a traced request's end."""
         self._stream = stream
         self.model = model
         self.version = stream.model_version or ""
+        self._on_end = on_end
 
     def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
         return self._objects()
 
     async def _objects(self) -> AsyncIterator[dict[str, Any]]:
-        async for outputs in self._stream:
-            yield response_object(self.model, self.version, outputs)
+        try:
+            async for outputs in self._stream:
+                yield response_object(self.model, self.version, outputs)
+        except BaseException:
+            self._end(False)
+            raise
+        self._end(True)
+
+    def _end(self, ok: bool) -> None:
+        on_end, self._on_end = self._on_end, None
+        if on_end is not None:
+            on_end(ok)
 
     def close(self) -> None:
         """The client went away (or got its answer): stop the model."""
         self._stream.close()
+        self._end(False)  # nothing if the responses had ended already
 
 
 def only_response(responses: Sequence[dict[str, Any]], model: str) -> dict[str, Any]:

@@ -25,10 +25,13 @@ ENGINE_STEPS = [
     "COMPUTE_END",
     "REQUEST_END",
 ]
-ORDER = {
-    "http": ["HTTP_RECV_END", *ENGINE_STEPS, "HTTP_SEND_START"],
-    "grpc": ["GRPC_WAITREAD_END", *ENGINE_STEPS, "GRPC_SEND_START"],
-}
+ORDER = {  # the *_START of the read and the *_END of the send were added since
+    "http": ["HTTP_RECV_START", "HTTP_RECV_END", *ENGINE_STEPS, "HTTP_SEND_START", "HTTP_SEND_END"],
+    "grpc": [
+        "GRPC_WAITREAD_START", "GRPC_WAITREAD_END", *ENGINE_STEPS, "GRPC_SEND_START",
+        "GRPC_SEND_END",
+    ],
+}  # fmt: skip
 
 
 def infer(client: Any, module: Any, request_id: str, model: str = "tiny") -> None:

@@ -8,6 +8,7 @@ to a status. Every method runs on the server's asyncio loop and never blocks it.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -30,7 +31,7 @@ from conveyor.server.grpc.errors import (
     status_code,
 )
 from conveyor.server.grpc.service import unparseable
-from conveyor.server.grpc.trace import trace_setting, traceparent
+from conveyor.server.grpc.trace import begin_grpc_trace, finish_when_sent, trace_setting
 
 if TYPE_CHECKING:
     from conveyor.server.dataplane import DataPlane
@@ -108,7 +109,7 @@ class InferenceServicer:
                 raise received  # the message itself could not be parsed
             if data.tracer.on:  # the one check tracing costs while it is off
                 model = received[0].model_name
-                trace = data.begin_trace(model, "grpc", traceparent(context))
+                trace = begin_grpc_trace(data, model, context, started)
             call = converters.infer_call(*received)
             future = self._submit(call, context, trace)
             try:
@@ -132,7 +133,7 @@ class InferenceServicer:
                     "ModelInfer", call.model, "OK", self._clock() - started, call.request_id
                 )
             if trace is not None:
-                data.finish_trace(trace, future)
+                finish_when_sent(data, trace, future, context)
             return response
         except Exception as exc:
             if trace is not None:
@@ -183,6 +184,7 @@ class InferenceServicer:
         ``infer_response`` carrying its id) and the stream goes on.
         """
         loop = asyncio.get_running_loop()
+        data = self.data
         # Answers, in the order their requests completed; None: the request stream ended;
         # _DRAIN: the server is draining, so end the stream once nothing is unanswered.
         answers: asyncio.Queue[bytes | pb.ModelStreamInferResponse | object | None] = (
@@ -192,9 +194,14 @@ class InferenceServicer:
         pumps: set[asyncio.Task[None]] = set()  # decoupled requests' responses: cancelled on exit
         unanswered = 0  # requests read whose answer is not yet written
 
-        def finished(future: InferFuture, call: converters.InferCall) -> None:
+        def finished(
+            future: InferFuture, call: converters.InferCall, trace: RequestTrace | None
+        ) -> None:
             running.discard(future)  # on the loop, in completion order
             answers.put_nowait(_stream_response(future, call))
+            if trace is not None:
+                ok = not future.cancelled() and future.exception() is None
+                data.tracer.end_stream(trace, future.model_version, call.request_id, ok)
 
         async def read() -> None:
             nonlocal unanswered
@@ -205,15 +212,20 @@ class InferenceServicer:
                         answers.put_nowait(_stream_error("", "", "", received))
                         continue
                     request, raw = received
+                    trace = None
+                    if data.tracer.on:  # each request of the stream is traced on its own
+                        trace = begin_grpc_trace(data, request.model_name, context, self._clock())
                     try:
                         call = converters.infer_call(request, raw)
-                        if self.data.is_decoupled(call.model, call.version):
+                        if data.is_decoupled(call.model, call.version):
                             flagged = decoupled.wants_final_flag(request)
-                            pump = self._stream_responses(call, flagged, answers)
+                            pump = self._stream_responses(call, flagged, answers, trace)
                             pumps.add(asyncio.create_task(pump))
                             continue
-                        future = self._submit(call, context)
+                        future = self._submit(call, context, trace)
                     except Exception as exc:
+                        if trace is not None:
+                            data.tracer.end_stream(trace, None, request.id, ok=False)
                         error = as_conveyor_error(exc, "stream")
                         answers.put_nowait(
                             _stream_error(
@@ -227,8 +239,9 @@ class InferenceServicer:
                         _: object,
                         f: InferFuture = future,  # defaults bind this iteration's values
                         c: converters.InferCall = call,
+                        t: RequestTrace | None = trace,
                     ) -> None:
-                        loop.call_soon_threadsafe(finished, f, c)
+                        loop.call_soon_threadsafe(finished, f, c, t)
 
                     future.add_done_callback(on_done)
             finally:
@@ -267,14 +280,22 @@ class InferenceServicer:
                 future.cancel()  # the client is gone: drop what is still queued
 
     async def _stream_responses(
-        self, call: converters.InferCall, final_flag: bool, answers: asyncio.Queue[Any]
+        self,
+        call: converters.InferCall,
+        final_flag: bool,
+        answers: asyncio.Queue[Any],
+        trace: RequestTrace | None = None,
     ) -> None:
         """One request to a decoupled model: each response onto ``answers`` as it comes,
         the next only once the previous was written (a slow client slows the model), then
-        the end of the request (an empty final response, for a client that asked)."""
+        the end of the request (an empty final response, for a client that asked).
+        ``trace``: the request's, ended with it."""
         model, request_id = call.model, call.request_id
+        ok = False
+        data = self.data
+        start = data.stream if trace is None else functools.partial(data._traced_stream, trace)
         try:
-            stream = self.data.stream(
+            stream = start(
                 model,
                 call.version,
                 call.inputs,
@@ -283,6 +304,8 @@ class InferenceServicer:
                 request_id=request_id or None,
             )
         except Exception as exc:
+            if trace is not None:
+                data.tracer.end_stream(trace, None, request_id, ok=False)
             error = as_conveyor_error(exc, "stream")
             answers.put_nowait(_stream_error(model, call.version or "", request_id, error))
             return
@@ -299,11 +322,14 @@ class InferenceServicer:
                 answers.put_nowait(decoupled.final_response(model, version, request_id))
             else:
                 answers.put_nowait(_ANSWERED)
+            ok = True
         except Exception as exc:
             error = as_conveyor_error(exc, "a streamed request")
             answers.put_nowait(_stream_error(model, version, request_id, error))
         finally:
             stream.close()
+            if trace is not None:
+                data.tracer.end_stream(trace, version, request_id, ok)
 
     # -- health and metadata --------------------------------------------------------------
 

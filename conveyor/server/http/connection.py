@@ -153,13 +153,26 @@ class Routes(Protocol):
 class InferRoutes(Routes, Protocol):
     """Routes whose infer requests start from the parser's callback, with no task."""
 
+    tracer: TracingSwitch
+
     def begin_infer(
         self,
         path: str,
         body: BytesLike,
         header_length: bytes | None,
         traceparent: bytes | None = None,
+        recv_start: int = 0,
     ) -> PendingInfer: ...
+
+
+class TracingSwitch(Protocol):
+    """Whether any request may be traced (the Tracer's ``on``): read once per request."""
+
+    on: bool
+
+
+class _Untraced:
+    on = False
 
 
 class RequestTimeout(ConveyorError):
@@ -184,6 +197,7 @@ class _Request:
         "length",
         "method",
         "path",
+        "recv_start",
         "request_id",
         "size",
         "started",
@@ -208,6 +222,7 @@ class _Request:
         self.expect_continue = False
         self.error: Exception | None = None
         self.started = 0.0  # perf_counter at its first byte, only while the access log is on
+        self.recv_start = 0  # perf_counter_ns at its first byte, only while tracing is on
         self.request_id: str | None = None  # an infer request's id, for the access log
 
     def read_directly(self, length: int) -> None:
@@ -229,6 +244,7 @@ class HTTPProtocol(asyncio.BufferedProtocol):
         self._routes = front_end.routes
         self._access = front_end.access
         self._begin_infer = front_end.begin_infer
+        self._tracer = front_end.tracer
         self._limit = front_end.max_body_bytes
         self._loop = front_end.loop
         self._parser = httptools.HttpRequestParser(self)
@@ -337,6 +353,8 @@ class HTTPProtocol(asyncio.BufferedProtocol):
         self._current = _Request()
         if self._access.enabled:  # the access log's one check per request
             self._current.started = time.perf_counter()
+        if self._tracer.on:  # tracing's one check per request (HTTP_RECV_START)
+            self._current.recv_start = time.perf_counter_ns()
         self._url = b""
         self._head_bytes = 0
 
@@ -468,7 +486,13 @@ class HTTPProtocol(asyncio.BufferedProtocol):
                 body = bodies.decompress(body, request.encoding, self._limit)
             infer = self._begin_infer
             if infer is not None and request.method == "POST" and request.path.endswith("/infer"):
-                pending = infer(request.path, body, request.header_length, request.traceparent)
+                pending = infer(
+                    request.path,
+                    body,
+                    request.header_length,
+                    request.traceparent,
+                    request.recv_start,
+                )
                 self._inflight = pending
                 # The callback finds ``pending`` in ``_inflight`` (one request at a time per
                 # connection) rather than holding it: future -> callback -> pending -> future
@@ -488,14 +512,23 @@ class HTTPProtocol(asyncio.BufferedProtocol):
             return
         if request.started:
             request.request_id = pending.request.id
+        trace = pending.trace
         try:
             status, body, headers = pending.reply_parts(pending.future.result())
         except Exception as exc:  # the engine's error, or cancelled
             status, error_body, headers = self._error(exc)
             body = [error_body]
-            if pending.trace is not None:
+            if trace is not None:
                 pending.finish_trace()
+                trace = None
+        if trace is None:
+            self._respond(request, status, body, headers)
+            return
+        # Traced: HTTP_SEND_START as the answer goes to the transport, HTTP_SEND_END once
+        # the transport took it (written to the socket, or buffered by the transport).
+        trace.send_start = time.perf_counter_ns()
         self._respond(request, status, body, headers)
+        pending.finish_trace()
 
     async def _route(self, request: _Request, body: BytesLike) -> None:
         async def read_body() -> bytes:
@@ -751,6 +784,9 @@ class HTTPToolsFrontEnd:
         self._sock = sock
         self.routes = routes
         self.begin_infer = routes.begin_infer if isinstance(routes, InferRoutes) else None
+        self.tracer: TracingSwitch = _Untraced()
+        if isinstance(routes, InferRoutes):
+            self.tracer = routes.tracer
         self.max_body_bytes = max_body_bytes
         self.auth = auth
         self.open_paths = open_paths

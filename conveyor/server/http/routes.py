@@ -84,6 +84,7 @@ class V2Routes:
 
     def __init__(self, data: DataPlane) -> None:
         self.data = data
+        self.tracer = data.tracer  # its ``on``: the HTTP front end's one check per request
         self._server_metadata = dumps(data.server_metadata())
         # The OpenAPI description of these routes, shipped beside this module.
         self._openapi = resources.files(__package__).joinpath("openapi.json").read_bytes()
@@ -142,7 +143,20 @@ class V2Routes:
 
     async def _generate(self, parts: list[str], path: str, body: bytes) -> Reply | StreamingReply:
         model, version = _model_and_version(parts, path)
-        responses = self.data.generate(model, version, _json_object(body, "generate request"))
+        data = self.data
+        trace = None
+        if data.tracer.on:
+            trace = data.begin_trace(model, "http", None)
+        try:
+            request = _json_object(body, "generate request")
+            if trace is None:
+                responses = data.generate(model, version, request)
+            else:
+                responses = data._traced_generate(trace, model, version, request)
+        except Exception:
+            if trace is not None:
+                data.tracer.end_stream(trace, None, None, ok=False)
+            raise
         if parts[-1] == "generate_stream":
             return StreamingReply(200, list(EVENT_STREAM), _events(responses), responses.close)
         try:
@@ -269,11 +283,13 @@ class V2Routes:
         body: binary.BytesLike,
         header_length: bytes | None,
         traceparent: bytes | None = None,
+        recv_start: int = 0,
     ) -> PendingInfer:
         """Decode and submit an infer request (``path`` ends in /infer); does not wait.
 
         Raises for a bad request; the returned future completes on an engine thread.
-        ``traceparent``: the W3C trace-context header, continued by a traced request.
+        ``traceparent``: the W3C trace-context header, continued by a traced request;
+        ``recv_start``: when the request's first byte was read (HTTP_RECV_START), if known.
         """
         started = self._clock()
         model, version = _model_and_version(path.split("/"), path)
@@ -281,6 +297,8 @@ class V2Routes:
         trace = None
         if data.tracer.on:  # the one check tracing costs while it is off
             trace = data.begin_trace(model, "http", _header_text(traceparent))
+            if trace is not None:
+                trace.recv_start = recv_start
         request = infer.decode_request(body, binary.parse_header_length(header_length, len(body)))
         future = self.data.infer(
             model,
@@ -319,16 +337,24 @@ class PendingInfer:
         self.trace: RequestTrace | None = None  # set when the request is traced
 
     def reply(self, results: Outputs) -> Reply:
+        """The whole answer, for a caller that hands it over as it is returned (a traced
+        request's trace ends here)."""
         header, buffers, headers = self._encode(results)
-        return 200, binary.join(header, buffers)[0] if buffers else header, headers
+        reply = 200, binary.join(header, buffers)[0] if buffers else header, headers
+        if self.trace is not None:
+            self.trace.send_start = time.perf_counter_ns()
+            self.finish_trace()
+        return reply
 
     def reply_parts(self, results: Outputs) -> tuple[int, list[binary.Chunk], Headers]:
-        """:meth:`reply` with the body left as its parts (JSON header, then each tensor)."""
+        """:meth:`reply` with the body left as its parts (JSON header, then each tensor);
+        the caller times the hand-over and ends a traced request's trace."""
         header, buffers, headers = self._encode(results)
         return 200, [header, *buffers], headers
 
     def finish_trace(self) -> None:
-        """A traced request's answer (or error) is about to be written: record its trace."""
+        """A traced request's answer (or error) was handed to the transport: record its
+        trace (the caller stamps ``send_start`` first, for an answer)."""
         if self.trace is not None:
             self._routes.data.finish_trace(self.trace, self.future)
 
@@ -341,8 +367,6 @@ class PendingInfer:
         header, buffers = infer.encode_response_parts(self.model, served, self.request, results)
         routes = self._routes
         routes.data.observe_latency(future, routes._clock() - self.started, "http")
-        if trace is not None:
-            self.finish_trace()
         if not buffers:
             return header, buffers, JSON
         return header, buffers, [BINARY_TYPE, (HEADER_LENGTH, b"%d" % len(header))]

@@ -3,14 +3,15 @@
 Needs the optional extra ``conveyor[tracing]`` (opentelemetry-sdk and the OTLP exporters);
 only this module imports it, and only when that mode is first used.
 
-The spans are built once the response is handed to the transport, from the timestamps the
-trace holds (so no span is open while the request runs), on a thread of their own: the
-event loop only queues the finished trace. The spans: ``infer`` (the request, as the
-server saw it) with the children ``decode``, ``queue``, ``compute`` (itself parent of
-``compute_input``, ``compute_infer``, ``compute_output``) and ``encode``. ``queue`` holds any
-wait for a batch to form: the engine does not time that apart. The network read before the
-request was whole and the write after the response was handed over are not timed. A
-``traceparent`` the client sent (W3C trace context) makes ``infer`` a child of its span.
+The spans are built once the trace ends (after the send), from the timestamps the trace
+holds (so no span is open while the request runs), on a thread of their own: the event
+loop only queues the finished trace. The spans: ``infer`` (the request, as the server saw
+it) with the children ``receive``, ``decode``, ``queue``, ``batch_formation`` (a model
+with dynamic batching), ``compute`` (itself parent of ``compute_input``, ``compute_infer``,
+``compute_output``; a decoupled model's responses are its events), ``encode`` and
+``send``; an ensemble's steps are children named after their models, each with its own
+engine spans. A ``traceparent`` the client sent (W3C trace context) makes ``infer`` a
+child of its span.
 
 The exporter is configured the standard way: ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` /
 ``OTEL_EXPORTER_OTLP_ENDPOINT``, ``OTEL_EXPORTER_OTLP_TRACES_PROTOCOL`` (``http/protobuf``,
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SpanExporter
 
+    from conveyor.futures import RequestTimeline
     from conveyor.server.tracing.trace import RequestTrace
 
 EXTRA = (
@@ -43,6 +45,7 @@ EXTRA = (
 SERVICE_NAME = "conveyor"
 MAX_QUEUED = 10_000  # traces waiting for their spans; more are dropped, never held
 CLOSE_TIMEOUT_S = 10.0
+WALL_OFFSET_REFRESH_NS = 10_000_000_000  # follow wall-clock adjustments within 10 s
 log = logging.getLogger("conveyor.server.tracing")
 
 
@@ -81,6 +84,8 @@ class OTelSink:
         self._queue: queue.Queue[RequestTrace | None] | None = None
         self._builder: threading.Thread | None = None
         self._dropped = 0
+        self._to_wall = 0
+        self._offset_taken = -WALL_OFFSET_REFRESH_NS - 1  # none yet
         if batch:
             self._queue = queue.Queue(MAX_QUEUED)
             self._builder = threading.Thread(
@@ -141,8 +146,7 @@ class OTelSink:
     def _spans(self, trace: RequestTrace) -> None:
         from opentelemetry import trace as api
 
-        # The trace's clock is monotonic; spans carry wall-clock nanoseconds.
-        to_wall = time.time_ns() - time.perf_counter_ns()
+        to_wall = self._wall_offset()
         parent = None
         if trace.traceparent:
             carrier: Mapping[str, str] = {"traceparent": trace.traceparent}
@@ -157,44 +161,40 @@ class OTelSink:
         }
         if timeline.computed:
             attributes["batch_size"] = timeline.batch_size
+        begun = trace.recv_start or trace.received
         root = self._tracer.start_span(
             "infer",
             context=parent,
             kind=api.SpanKind.SERVER,
-            start_time=trace.received + to_wall,
+            start_time=begun + to_wall,
             attributes=attributes,
         )
         for name, ns in trace.timestamps():
             root.add_event(name, timestamp=ns + to_wall)
+        spans = _SpanMaker(self._tracer, to_wall)
         inside = api.set_span_in_context(root)
-
-        def child(name: str, start: int, end: int, context: Any = inside) -> Any:
-            span = self._tracer.start_span(name, context=context, start_time=start + to_wall)
-            span.end(end_time=end + to_wall)
-            return span
-
+        if trace.recv_start:
+            spans.child("receive", trace.recv_start, trace.received, inside)
         if trace.decoded:
-            child("decode", trace.received, trace.decoded)
-        if timeline.computed:
-            child("queue", timeline.queue_start, timeline.compute_start)
-            compute = self._tracer.start_span(
-                "compute",
-                context=inside,
-                start_time=timeline.compute_start + to_wall,
-                attributes={"batch_size": timeline.batch_size},
-            )
-            within = api.set_span_in_context(compute)
-            child("compute_input", timeline.compute_start, timeline.compute_input_end, within)
-            child(
-                "compute_infer", timeline.compute_input_end, timeline.compute_output_start, within
-            )
-            child("compute_output", timeline.compute_output_start, timeline.compute_end, within)
-            compute.end(end_time=timeline.compute_end + to_wall)
+            spans.child("decode", trace.received, trace.decoded, inside)
+        spans.engine_spans(timeline, inside, trace.request_id)
         if trace.answered:
-            child("encode", trace.answered, trace.sent)
+            send_start = trace.send_start or trace.sent
+            spans.child("encode", trace.answered, send_start, inside)
+            spans.child("send", send_start, trace.sent, inside)
         else:
             root.set_status(api.Status(api.StatusCode.ERROR, "the request failed"))
         root.end(end_time=trace.sent + to_wall)
+
+    def _wall_offset(self) -> int:
+        """Monotonic ns -> wall-clock ns (spans carry wall-clock time). Taken again every
+        WALL_OFFSET_REFRESH_NS, not per trace: traces built moments apart then place the
+        same monotonic moment (one batch's compute start) at the same wall-clock time."""
+        now = time.perf_counter_ns()
+        if now - self._offset_taken > WALL_OFFSET_REFRESH_NS:
+            self._to_wall = time.time_ns() - now
+            self._offset_taken = now
+        return self._to_wall
 
     def close(self) -> None:
         """Build the spans still queued, then export what is still batched."""
@@ -202,3 +202,86 @@ class OTelSink:
             self._queue.put(None)
             self._builder.join(CLOSE_TIMEOUT_S)
         self._provider.shutdown()
+
+
+class _SpanMaker:
+    """Builds finished spans from a trace's monotonic timestamps (``to_wall`` moves them
+    to wall-clock time)."""
+
+    def __init__(self, tracer: Any, to_wall: int) -> None:
+        self._tracer = tracer
+        self._to_wall = to_wall
+
+    def child(
+        self,
+        name: str,
+        start: int,
+        end: int,
+        context: Any,
+        attributes: Mapping[str, str | int] | None = None,
+    ) -> Any:
+        span = self._tracer.start_span(
+            name, context=context, start_time=start + self._to_wall, attributes=attributes
+        )
+        span.end(end_time=end + self._to_wall)
+        return span
+
+    def engine_spans(self, timeline: RequestTimeline, context: Any, request_id: str) -> None:
+        """What the engine stamped: queue, batch formation, compute (with its three
+        parts), each response of a decoupled model, and each ensemble step as a span
+        named after its model (its own engine spans under it)."""
+        from opentelemetry import trace as api
+
+        if timeline.queue_start and timeline.compute_start:
+            queue_end = timeline.batch_start or timeline.compute_start
+            self.child("queue", timeline.queue_start, queue_end, context)
+            if timeline.batch_start:
+                self.child(
+                    "batch_formation",
+                    timeline.batch_start,
+                    timeline.compute_start,
+                    context,
+                    {"batch_size": timeline.batch_size},
+                )
+        if timeline.computed:
+            compute = self._tracer.start_span(
+                "compute",
+                context=context,
+                start_time=timeline.compute_start + self._to_wall,
+                attributes={"batch_size": timeline.batch_size},
+            )
+            within = api.set_span_in_context(compute)
+            if timeline.compute_input_end:  # a decoupled model's compute has no parts
+                self.child(
+                    "compute_input", timeline.compute_start, timeline.compute_input_end, within
+                )
+                self.child(
+                    "compute_infer",
+                    timeline.compute_input_end,
+                    timeline.compute_output_start,
+                    within,
+                )
+                self.child(
+                    "compute_output", timeline.compute_output_start, timeline.compute_end, within
+                )
+            for ns in timeline.responses:
+                compute.add_event("INFER_RESPONSE_COMPLETE", timestamp=ns + self._to_wall)
+            compute.end(end_time=timeline.compute_end + self._to_wall)
+        for step in timeline.steps:
+            attributes: dict[str, str | int] = {
+                "model_name": step.model,
+                "model_version": step.version,
+                "request_id": request_id,
+            }
+            if step.computed:
+                attributes["batch_size"] = step.batch_size
+            span = self._tracer.start_span(
+                step.model,
+                context=context,
+                start_time=step.submitted + self._to_wall,
+                attributes=attributes,
+            )
+            self.engine_spans(step, api.set_span_in_context(span), request_id)
+            if not step.finished:
+                span.set_status(api.Status(api.StatusCode.ERROR, "the step did not finish"))
+            span.end(end_time=(step.finished or step.submitted) + self._to_wall)
