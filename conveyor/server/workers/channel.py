@@ -2,14 +2,14 @@
 
 The loop reads the socket as a :class:`asyncio.Protocol`: each read is cut into frames
 (:class:`~conveyor.server.workers.wire.FrameReader`) and every frame it completed is handed
-over at once, with no task, no ``await`` per frame and no other thread. Frames to send are
-queued and written together once the loop has run what was ready: many calls or replies
-per system call under load, one per request when idle (the flush runs in the same loop
-iteration, so nothing waits for a timer).
-
-Writes are the loop's only: other threads hand over work with ``call_soon_threadsafe``.
-``drain`` waits while the transport's buffer is over its high-water mark (a peer that
-reads slowly slows the sender down, as ``StreamWriter.drain`` did).
+over at once, with no task, no ``await`` per frame and no other thread. Frames the loop
+sends (``send``) are queued and written together once the loop has run what was ready:
+many calls per system call under load, one per request when idle (the flush runs in the
+next loop iteration, so nothing waits for a timer). Any other thread writes its frame at
+once (``send_now``, through the same
+:class:`~conveyor.server.workers.socket_writer.SocketWriter`, so frames never interleave),
+with no hand-off to the loop. ``drain`` waits while much is unsent (a peer that reads
+slowly slows the sender down, as ``StreamWriter.drain`` did).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import socket
 from collections.abc import Callable
 from typing import cast
 
+from conveyor.server.workers.socket_writer import SocketWriter
 from conveyor.server.workers.wire import FrameReader
 
 OnFrame = Callable[[int, bytes, list[bytes]], None]
@@ -27,22 +28,23 @@ OnFrame = Callable[[int, bytes, list[bytes]], None]
 class FrameChannel(asyncio.Protocol):
     """Frames in (to ``on_frame``), frames out (``send``), ``on_lost`` once at the end."""
 
-    def __init__(self, on_frame: OnFrame, on_lost: Callable[[], None]) -> None:
+    def __init__(self, sock: socket.socket, on_frame: OnFrame, on_lost: Callable[[], None]) -> None:
         self._on_frame = on_frame
         self._on_lost = on_lost
         self._reader = FrameReader()
         self._transport: asyncio.Transport | None = None
         self._outgoing: list[bytes | memoryview] = []
         self._loop = asyncio.get_running_loop()
-        self._paused: asyncio.Future[None] | None = None
+        self._writer = SocketWriter(sock, self._loop)
         self._lost = False
 
     @classmethod
     async def open(
         cls, sock: socket.socket, on_frame: OnFrame, on_lost: Callable[[], None]
     ) -> FrameChannel:
-        channel = cls(on_frame, on_lost)
-        await asyncio.get_running_loop().create_unix_connection(lambda: channel, sock=sock)
+        """Serve ``sock`` on the running loop (which then owns it)."""
+        channel = cls(sock, on_frame, on_lost)
+        await channel._loop.create_unix_connection(lambda: channel, sock=sock)
         return channel
 
     # -- asyncio.Protocol -------------------------------------------------------------------
@@ -63,49 +65,40 @@ class FrameChannel(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._lost = True
         self._outgoing.clear()
-        self._wake_writers()
+        self._writer.close()
         self._on_lost()
-
-    def pause_writing(self) -> None:
-        if self._paused is None:
-            self._paused = self._loop.create_future()
-
-    def resume_writing(self) -> None:
-        self._wake_writers()
-
-    def _wake_writers(self) -> None:
-        paused, self._paused = self._paused, None
-        if paused is not None and not paused.done():
-            paused.set_result(None)
 
     # -- sending ----------------------------------------------------------------------------
 
     @property
     def closing(self) -> bool:
-        return self._lost or self._transport is None or self._transport.is_closing()
+        return self._lost or self._writer.closed
 
     def send(self, parts: list[bytes | memoryview]) -> None:
-        """Queue one frame; the queue is written once the loop has run what is ready."""
+        """Queue one frame (on the loop); the queue is written once the loop has run what
+        is ready."""
         if self.closing:
             return
         if not self._outgoing:
             self._loop.call_soon(self._flush)
         self._outgoing += parts
 
+    def send_now(self, parts: list[bytes | memoryview]) -> None:
+        """Write one frame now, from any thread (never blocks: see SocketWriter)."""
+        self._writer.write(parts)
+
     def _flush(self) -> None:
         outgoing, self._outgoing = self._outgoing, []
-        if outgoing and not self.closing:
-            assert self._transport is not None
-            self._transport.writelines(outgoing)
+        if outgoing:
+            self._writer.write(outgoing)
 
     async def drain(self) -> None:
         """Return once the peer has read enough of what was sent (or has gone)."""
         self._flush()
-        paused = self._paused
-        if paused is not None:
-            await asyncio.shield(paused)  # one waiter cancelled leaves the others waiting
+        await self._writer.drain()
 
     def close(self) -> None:
-        self._flush()  # what was queued is written before the end
+        self._flush()  # what was queued goes out before the end
+        self._writer.close()
         if self._transport is not None:
             self._transport.close()

@@ -4,9 +4,9 @@ Two connections per front end. The asynchronous one, read and written by the eng
 process's event loop itself (:class:`~conveyor.server.workers.channel.FrameChannel`),
 carries inference and load/unload, multiplexed by call id: every infer call a read
 completed goes straight to the real :class:`~conveyor.server.dataplane.DataPlane` (so one
-queue per model sees every front end's requests). The instance threads that complete the
-futures only queue them and wake the loop once for all that completed meanwhile; the loop
-then writes every reply in one go. The blocking connection carries the short control
+queue per model sees every front end's requests). The instance thread that completes a
+request writes its reply itself, without waking the loop (see ``socket_writer.py``). The
+blocking connection carries the short control
 calls (health, metadata, statistics, shared-memory regions), served on a thread of its
 own so they never wait behind inference on the loop.
 
@@ -17,7 +17,6 @@ that are still queued are cancelled: nobody is left to read their answers.
 from __future__ import annotations
 
 import asyncio
-import collections
 import concurrent.futures
 import contextlib
 import functools
@@ -86,12 +85,6 @@ class FrontEndLink:
         self._loop = asyncio.get_running_loop()
         self._tasks: set[asyncio.Task[None]] = set()
         self._channel: FrameChannel | None = None
-        # Futures completed (on instance threads) and not yet answered, and whether the
-        # loop has been woken to answer them: one wakeup for all that complete meanwhile.
-        self._completed: collections.deque[tuple[int, concurrent.futures.Future[Any]]] = (
-            collections.deque()
-        )
-        self._wake_pending = False
         self._thread = threading.Thread(
             target=self._serve_control, name=f"{name}-control", daemon=True
         )
@@ -234,28 +227,15 @@ class FrontEndLink:
 
     def _admitted(self, call_id: int, future: InferFuture) -> None:
         self._in_flight[call_id] = future
-        future.add_done_callback(functools.partial(self._on_completed, call_id))
-
-    def _on_completed(self, call_id: int, future: concurrent.futures.Future[Any]) -> None:
-        # On the instance thread that completed the future (or the loop, for one cancelled
-        # here). The loop clears the flag before it takes the queue, so a future queued
-        # after the loop looked is never left behind: either the loop will still see it,
-        # or this call sees the flag cleared and wakes the loop again.
-        self._completed.append((call_id, future))
-        if not self._wake_pending:
-            self._wake_pending = True
-            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody to answer
-                self._loop.call_soon_threadsafe(self._answer_completed)
-
-    def _answer_completed(self) -> None:
-        self._wake_pending = False
-        completed = self._completed
-        while completed:
-            call_id, future = completed.popleft()
-            self._answer(call_id, future)
+        future.add_done_callback(functools.partial(self._answer, call_id))
 
     def _answer(self, call_id: int, future: concurrent.futures.Future[Any]) -> None:
+        # On the instance thread that completed the request (or the loop, for one
+        # cancelled there): the reply is written from here, the loop is not woken.
         self._in_flight.pop(call_id, None)
+        channel = self._channel
+        if channel is None or channel.closing:
+            return
         served = (
             getattr(future, "request_id", None),
             getattr(future, "model_name", None),
@@ -269,11 +249,10 @@ class FrontEndLink:
             outputs = future.result()
             parts = infer_frames.reply_frame(call_id, served, outputs)
             if parts is not None:
-                if self._channel is not None:
-                    self._channel.send(parts)
+                channel.send_now(parts)
                 return
             reply = Reply(call_id, value=outputs, served=served)
-        self._send(reply)
+        channel.send_now(_pickled(reply))
 
     async def _run_async(self, call: Call) -> None:
         try:
@@ -291,13 +270,8 @@ class FrontEndLink:
 
     def _send(self, reply: Reply | StreamItem | StreamEnd) -> None:
         channel = self._channel
-        if channel is None or channel.closing:
-            return
-        try:
-            parts = wire.frame_parts(reply)
-        except Exception as exc:  # an output that cannot be pickled: say so, keep serving
-            parts = wire.frame_parts(Reply(reply.call_id, error=portable(exc)))
-        channel.send(parts)
+        if channel is not None and not channel.closing:
+            channel.send(_pickled(reply))
 
     def close(self) -> None:
         """The front end is gone: drop its queued requests, close both connections."""
@@ -317,3 +291,10 @@ class FrontEndLink:
         with contextlib.suppress(OSError):
             self._control.sock.shutdown(socket.SHUT_RDWR)
         self._control.close()
+
+
+def _pickled(reply: Reply | StreamItem | StreamEnd) -> list[bytes | memoryview]:
+    try:
+        return wire.frame_parts(reply)
+    except Exception as exc:  # an output that cannot be pickled: say so, keep serving
+        return wire.frame_parts(Reply(reply.call_id, error=portable(exc)))
