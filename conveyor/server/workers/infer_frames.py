@@ -60,7 +60,7 @@ def _arrays(tensors: tuple[Any, ...], buffers: list[bytes]) -> dict[str, np.ndar
     out_of_band = iter(buffers)
     for name, dtype, shape, data in tensors:
         raw = next(out_of_band) if data is None else data
-        arrays[name] = np.frombuffer(raw, dtype=dtype).reshape(shape)
+        arrays[name] = np.ndarray(shape, dtype, raw)  # a view of the bytes, no copy
     return arrays
 
 
