@@ -20,9 +20,9 @@ from collections.abc import Callable
 from typing import cast
 
 from conveyor.server.workers.socket_writer import SocketWriter
-from conveyor.server.workers.wire import FrameReader
+from conveyor.server.workers.wire import Buffer, FrameReader
 
-OnFrame = Callable[[int, bytes, list[bytes]], None]
+OnFrame = Callable[[int, Buffer, list[Buffer]], None]
 
 
 class FrameChannel(asyncio.Protocol):

@@ -37,6 +37,7 @@ from conveyor.server.workers.messages import (
     StreamItem,
     portable,
 )
+from conveyor.server.workers.wire import Buffer
 
 if TYPE_CHECKING:
     from conveyor.futures import InferFuture
@@ -174,7 +175,7 @@ class FrontEndLink:
         finally:
             self.close()
 
-    def _on_frame(self, kind: int, meta: bytes, buffers: list[bytes]) -> None:
+    def _on_frame(self, kind: int, meta: Buffer, buffers: list[Buffer]) -> None:
         if kind == infer_frames.INFER_CALL:
             call_id, model, version, outputs, options, request_id, wait_limit, inputs = (
                 infer_frames.read_call(meta, buffers)

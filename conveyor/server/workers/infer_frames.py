@@ -22,7 +22,7 @@ from typing import Any, cast
 import numpy as np
 
 from conveyor.protocol.parameters import DEFAULT_OPTIONS, RequestOptions
-from conveyor.server.workers.wire import IN_BAND_BYTES, frame
+from conveyor.server.workers.wire import IN_BAND_BYTES, Buffer, frame
 
 INFER_CALL = 1
 INFER_REPLY = 2
@@ -55,7 +55,7 @@ def _tensors(arrays: Mapping[str, Any], raws: list[memoryview]) -> tuple[Any, ..
     return tuple(encoded)
 
 
-def _arrays(tensors: tuple[Any, ...], buffers: list[bytes]) -> dict[str, np.ndarray]:
+def _arrays(tensors: tuple[Any, ...], buffers: list[Buffer]) -> dict[str, np.ndarray]:
     arrays = {}
     out_of_band = iter(buffers)
     for name, dtype, shape, data in tensors:
@@ -86,7 +86,7 @@ def call_frame(
     return frame(INFER_CALL, pickle.dumps(meta, protocol=5), raws)
 
 
-def read_call(meta: bytes, buffers: list[bytes]) -> InferCall:
+def read_call(meta: Buffer, buffers: list[Buffer]) -> InferCall:
     call_id, model, version, outputs, fields, request_id, wait_limit, tensors = pickle.loads(meta)
     options = DEFAULT_OPTIONS if fields is None else RequestOptions(*fields)
     inputs = _arrays(tensors, buffers)
@@ -107,6 +107,6 @@ def reply_frame(
     return frame(INFER_REPLY, pickle.dumps(meta, protocol=5), raws)
 
 
-def read_reply(meta: bytes, buffers: list[bytes]) -> InferReply:
+def read_reply(meta: Buffer, buffers: list[Buffer]) -> InferReply:
     call_id, request_id, model, version, tensors = pickle.loads(meta)
     return call_id, request_id, model, version, _arrays(tensors, buffers)

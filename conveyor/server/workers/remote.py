@@ -35,6 +35,7 @@ from conveyor.server.generate import GenerateResponses
 from conveyor.server.workers import infer_frames, wire
 from conveyor.server.workers.channel import FrameChannel
 from conveyor.server.workers.messages import Call, Cancel, Observe, Reply, StreamEnd, StreamItem
+from conveyor.server.workers.wire import Buffer
 from conveyor.streams import ResponseStream
 
 if TYPE_CHECKING:
@@ -77,7 +78,7 @@ class RemoteDataPlane(DataPlane):
             self._calls_socket, self._on_frame, self._engine_gone
         )
 
-    def _on_frame(self, kind: int, meta: bytes, buffers: list[bytes]) -> None:
+    def _on_frame(self, kind: int, meta: Buffer, buffers: list[Buffer]) -> None:
         if kind == infer_frames.INFER_REPLY:
             call_id, request_id, model, version, outputs = infer_frames.read_reply(meta, buffers)
             future = self._pending.pop(call_id, None)

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+Buffer = bytes | memoryview  # a frame's meta or a tensor: read-only bytes
 _PREFIX = struct.Struct("<BII")
 PICKLED = 0  # a message of messages.py; the other kinds are infer_frames.py's
 _LENGTH = struct.Struct("<Q")
@@ -110,41 +111,51 @@ def _check(meta_length: int) -> None:
 class FrameReader:
     """Cuts whole frames out of a stream of reads: ``feed`` each read's bytes, get back
     every frame they completed as ``(kind, meta, buffers)``, in order. A frame may arrive
-    split at any byte, and one read may complete many frames (all answered in one go)."""
+    split at any byte, and one read may complete many frames (all answered in one go).
+
+    Frames wholly inside one read are views of that read's bytes (immutable, so nothing
+    is copied); only a frame split across reads is gathered into a buffer first."""
 
     def __init__(self) -> None:
-        self._buffer = bytearray()
+        self._partial = bytearray()
 
-    def feed(self, data: bytes) -> list[tuple[int, bytes, list[bytes]]]:
-        buffer = self._buffer
-        buffer += data
-        frames = []
-        at = 0
-        size = len(buffer)
-        with memoryview(buffer) as view:  # released before the buffer is resized
-            while size - at >= _PREFIX.size:
-                kind, meta_length, count = _PREFIX.unpack_from(buffer, at)
-                _check(meta_length)
-                start = at + _PREFIX.size + 8 * count
-                if size < start:
-                    break
-                lengths = struct.unpack_from(f"<{count}Q", buffer, at + _PREFIX.size)
-                end = start + meta_length + sum(lengths)
-                if size < end:
-                    break
-                # One copy each: the buffer is reused for the next reads, a frame's
-                # tensors outlive it.
-                meta = bytes(view[start : start + meta_length])
-                start += meta_length
-                buffers = []
-                for n in lengths:
-                    buffers.append(bytes(view[start : start + n]))
-                    start += n
-                frames.append((kind, meta, buffers))
-                at = end
-        if at:
-            del buffer[:at]
+    def feed(self, data: bytes) -> list[tuple[int, Buffer, list[Buffer]]]:
+        if self._partial:
+            self._partial += data
+            # Copied out: the buffer is reused for the next reads.
+            frames, used = _cut(self._partial, copy=True)
+            del self._partial[:used]
+            return frames
+        frames, used = _cut(data, copy=False)
+        if used < len(data):
+            self._partial += memoryview(data)[used:]
         return frames
+
+
+def _cut(data: bytes | bytearray, copy: bool) -> tuple[list[tuple[int, Buffer, list[Buffer]]], int]:
+    """The whole frames at the start of ``data`` and how many bytes they span."""
+    frames: list[tuple[int, Buffer, list[Buffer]]] = []
+    at = 0
+    size = len(data)
+    with memoryview(data) as view:  # released before a bytearray is resized
+        while size - at >= _PREFIX.size:
+            kind, meta_length, count = _PREFIX.unpack_from(data, at)
+            _check(meta_length)
+            start = at + _PREFIX.size + 8 * count
+            if size < start:
+                break
+            lengths = struct.unpack_from(f"<{count}Q", data, at + _PREFIX.size)
+            end = start + meta_length + sum(lengths)
+            if size < end:
+                break
+            parts: list[Buffer] = []
+            for n in (meta_length, *lengths):
+                part = view[start : start + n]
+                parts.append(bytes(part) if copy else part)
+                start += n
+            frames.append((kind, parts[0], parts[1:]))
+            at = end
+    return frames, at
 
 
 class BlockingConnection:
