@@ -34,7 +34,9 @@ class SocketWriter:
     """Writes frames (lists of parts) to ``sock``'s peer; see the module docstring."""
 
     def __init__(self, sock: socket.socket, loop: asyncio.AbstractEventLoop) -> None:
-        self._sock = sock.dup()  # its own descriptor: the loop's transport owns the other
+        # Its own descriptor (the loop's transport owns and closes the other); both share
+        # one open file, so non-blocking here is non-blocking for the loop's reads too.
+        self._sock = sock.dup()
         self._sock.setblocking(False)
         self._fd = self._sock.fileno()
         self._loop = loop
