@@ -10,7 +10,8 @@ A write goes out at once with one non-blocking ``sendmsg`` when nothing is waiti
 it. What the socket does not take (a slow reader, a frame larger than its buffer) waits in
 a backlog that the loop writes as the socket drains (``add_writer``); later frames queue
 behind it, so frames never interleave or reorder. A lock makes each frame's parts one
-unit. ``drain`` lets a producer on the loop (a stream) wait while the backlog is large.
+unit; a thread that finds another writing hands its frame to that one instead of
+waiting. ``drain`` lets a producer on the loop (a stream) wait while the backlog is large.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ class SocketWriter:
         self._fd = self._sock.fileno()
         self._loop = loop
         self._lock = threading.Lock()
+        self._handed: collections.deque[list[Part]] = collections.deque()  # to write
         self._backlog: collections.deque[Part] = collections.deque()
         self._backlog_bytes = 0
         self._watching = False
@@ -48,22 +50,47 @@ class SocketWriter:
         self._drained: asyncio.Future[None] | None = None  # the loop's only
 
     def write(self, parts: list[Part]) -> None:
-        """Write ``parts`` now if the socket takes them, else after what waits (any thread)."""
-        with self._lock:
-            if self._closed:
-                return
-            if self._backlog:
-                self._queue(parts)
-                return
-            rest = self._send(parts)
-            if not rest:
-                return
-            self._queue(rest)
-            if self._watching:
-                return
-            self._watching = True
-        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody to write to
-            self._loop.call_soon_threadsafe(self._watch)
+        """Write ``parts`` now if the socket takes them, else after what waits (any thread).
+
+        A thread that finds another one writing does not wait for it: it leaves its frame
+        in ``_handed`` and the writer sends it with its own, before it lets go (so two
+        instance threads answering at once cost one ``sendmsg``, and no thread sleeps on
+        the lock while the other is in the kernel)."""
+        self._handed.append(parts)
+        self._write_handed_unless_busy()
+
+    def _write_handed_unless_busy(self) -> None:
+        # Whoever holds the lock checks again after letting go: a frame handed over just
+        # before that is written by one of the two, never left behind.
+        while self._handed and self._lock.acquire(blocking=False):
+            try:
+                watch = self._write_handed()
+            finally:
+                self._lock.release()
+            if watch:
+                with contextlib.suppress(RuntimeError):  # the loop is closed: no one to write to
+                    self._loop.call_soon_threadsafe(self._watch)
+
+    def _write_handed(self) -> bool:
+        """Send every handed frame (the lock is held); whether the loop must start
+        watching the socket for room."""
+        handed = self._handed
+        batch: list[Part] = []
+        while handed:
+            batch += handed.popleft()
+        if self._closed:
+            return False
+        if self._backlog:
+            self._queue(batch)
+            return False
+        rest = self._send(batch)
+        if not rest:
+            return False
+        self._queue(rest)
+        if self._watching:
+            return False
+        self._watching = True
+        return True
 
     def _queue(self, parts: list[Part]) -> None:
         self._backlog.extend(parts)
@@ -92,6 +119,7 @@ class SocketWriter:
 
     def _writable(self) -> None:
         with self._lock:
+            self._write_handed()  # frames handed over meanwhile go after the backlog
             rest = self._send(list(self._backlog))
             self._backlog = collections.deque(rest)
             self._backlog_bytes = sum(len(p) for p in rest)
@@ -100,6 +128,7 @@ class SocketWriter:
                 self._watching = False
         if done:
             self._loop.remove_writer(self._fd)
+        self._write_handed_unless_busy()
         if self._backlog_bytes <= HIGH_WATER_BYTES:
             self._wake_drainers()
 
