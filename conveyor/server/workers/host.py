@@ -6,9 +6,9 @@ carries inference and load/unload, multiplexed by call id: every infer call a re
 completed goes straight to the real :class:`~conveyor.server.dataplane.DataPlane` (so one
 queue per model sees every front end's requests). The instance thread that completes a
 request writes its reply itself, without waking the loop (see ``socket_writer.py``). The
-blocking connection carries the short control
-calls (health, metadata, statistics, shared-memory regions), served on a thread of its
-own so they never wait behind inference on the loop.
+blocking connection carries the short control calls (health, metadata, statistics,
+shared-memory regions), served on a thread of its own so they never wait behind inference
+on the loop.
 
 When a front end's connection closes (the process died), the requests it had admitted and
 that are still queued are cancelled: nobody is left to read their answers.

@@ -30,11 +30,11 @@ INFER_REPLY = 2
 _PLAIN_KINDS = frozenset("biufc")  # bool, signed, unsigned, float, complex
 _OPTION_FIELDS = tuple(RequestOptions.__dataclass_fields__)
 
-# (call id, model, version, outputs, options fields or None, request id, wait limit, tensors)
-InferCall = tuple[int, str, "str | None", "list[str] | None", RequestOptions, "str | None",
-                  "float | None", dict[str, np.ndarray]]  # fmt: skip
+# (call id, model, version, requested outputs, options, request id, wait limit, inputs)
+InferCall = tuple[int, str, str | None, list[str] | None, RequestOptions, str | None,
+                  float | None, dict[str, np.ndarray]]  # fmt: skip
 # (call id, request id, model, version, outputs)
-InferReply = tuple[int, "str | None", "str | None", "str | None", dict[str, np.ndarray]]
+InferReply = tuple[int, str | None, str | None, str | None, dict[str, np.ndarray]]
 
 
 def _tensors(arrays: Mapping[str, Any], raws: list[memoryview]) -> tuple[Any, ...] | None:

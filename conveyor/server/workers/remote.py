@@ -155,7 +155,7 @@ class RemoteDataPlane(DataPlane):
         self._send_frame(future, call.call_id, wire.frame_parts(call))
 
     def _send_frame(
-        self, future: concurrent.futures.Future[Any], call_id: int, parts: list[Any]
+        self, future: concurrent.futures.Future[Any], call_id: int, parts: list[bytes | memoryview]
     ) -> None:
         channel = self._channel
         if channel is None or self.gone.is_set():
