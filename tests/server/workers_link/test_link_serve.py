@@ -18,11 +18,14 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from prometheus_client.parser import text_string_to_metric_families
 
+from conveyor.client import Client
+from conveyor.protocol.datatypes import DATATYPES
 from conveyor.server.metrics import PENDING
 from conveyor.testing import RunningServer, run_server
 from tests.models import RepoBuilder, RunLog
 from tests.polling import wait_until
 from tests.server.workers.workers_util import success_count, wait_front_ends
+from tests.tensors import sample
 
 pytestmark = pytest.mark.workers
 
@@ -37,6 +40,7 @@ def repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
     builder.echo_model("echo")
     builder.echo_model("echo_bytes", "BYTES")
     builder.run_logging_model("runs")
+    builder.every_datatype_echo("echo_all")
     return builder.path
 
 
@@ -95,6 +99,20 @@ def test_many_concurrent_requests_over_both_protocols_get_their_own_answers(
     assert after - before == REQUESTS
 
 
+@pytest.mark.parametrize("scheme", ["http", "grpc"])
+def test_every_datatype_crosses_both_ways_exactly(server: RunningServer, scheme: str) -> None:
+    # Numeric tensors travel in lean frames, BYTES and BF16 in pickled ones: both exact.
+    url = server.http_url if scheme == "http" else server.grpc_url
+    with Client(url) as client:
+        for datatype in DATATYPES:
+            array = sample(datatype)
+            inputs = {f"IN_{datatype}": array}
+            got = client.submit("echo_all", inputs, outputs=[f"OUT_{datatype}"]).result(30)
+            echoed = got[f"OUT_{datatype}"]
+            assert echoed.dtype == array.dtype and echoed.shape == array.shape, datatype
+            assert echoed.tolist() == array.tolist(), datatype
+
+
 @pytest.mark.parametrize("megabytes", [1, 24])
 def test_a_tensor_larger_than_a_socket_read_arrives_whole(
     server: RunningServer, megabytes: int
@@ -144,7 +162,7 @@ def _pending(server: RunningServer) -> float:
     with urllib.request.urlopen(server.metrics_url, timeout=5) as response:
         text = response.read().decode()
     for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name == PENDING and sample.labels.get("model") == "runs":
-                return sample.value
+        for point in family.samples:
+            if point.name == PENDING and point.labels.get("model") == "runs":
+                return point.value
     raise AssertionError(f"no {PENDING} for model 'runs' in the metrics")
