@@ -1,11 +1,14 @@
 """The engine process's end of one front-end process: calls in, answers out.
 
-Two connections per front end. The asynchronous one, served on the engine process's event
-loop, carries inference and load/unload, multiplexed by call id: an infer call goes
-straight to the real :class:`~conveyor.server.dataplane.DataPlane` (so one queue per model
-sees every front end's requests) and its future's completion writes the reply. The
-blocking one carries the short control calls (health, metadata, statistics, shared-memory
-regions), served on a thread of its own so they never wait behind inference on the loop.
+Two connections per front end. The asynchronous one, read and written by the engine
+process's event loop itself (:class:`~conveyor.server.workers.channel.FrameChannel`),
+carries inference and load/unload, multiplexed by call id: every infer call a read
+completed goes straight to the real :class:`~conveyor.server.dataplane.DataPlane` (so one
+queue per model sees every front end's requests). The instance thread that completes a
+request writes its reply itself, without waking the loop (see ``socket_writer.py``). The
+blocking connection carries the short control calls (health, metadata, statistics,
+shared-memory regions), served on a thread of its own so they never wait behind inference
+on the loop.
 
 When a front end's connection closes (the process died), the requests it had admitted and
 that are still queued are cancelled: nobody is left to read their answers.
@@ -16,12 +19,15 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import functools
 import logging
+import pickle
 import socket
 import threading
 from typing import TYPE_CHECKING, Any
 
-from conveyor.server.workers import wire
+from conveyor.server.workers import infer_frames, wire
+from conveyor.server.workers.channel import FrameChannel
 from conveyor.server.workers.messages import (
     Call,
     Cancel,
@@ -31,6 +37,7 @@ from conveyor.server.workers.messages import (
     StreamItem,
     portable,
 )
+from conveyor.server.workers.wire import Buffer
 
 if TYPE_CHECKING:
     from conveyor.futures import InferFuture
@@ -78,7 +85,7 @@ class FrontEndLink:
         self._closed = False
         self._loop = asyncio.get_running_loop()
         self._tasks: set[asyncio.Task[None]] = set()
-        self._writer: asyncio.StreamWriter | None = None
+        self._channel: FrameChannel | None = None
         self._thread = threading.Thread(
             target=self._serve_control, name=f"{name}-control", daemon=True
         )
@@ -144,8 +151,8 @@ class FrontEndLink:
         try:
             async for item in stream:
                 self._send(StreamItem(call_id, item))
-                if self._writer is not None:
-                    await self._writer.drain()  # a front end that reads slowly slows the model
+                if self._channel is not None:
+                    await self._channel.drain()  # a front end that reads slowly slows the model
         except Exception as exc:
             error = portable(exc)
         finally:
@@ -156,39 +163,61 @@ class FrontEndLink:
     # -- inference and repository calls, on the loop --------------------------------------
 
     async def _serve_calls(self) -> None:
-        reader, writer = await asyncio.open_unix_connection(sock=self._calls)
-        self._writer = writer
+        lost: asyncio.Future[None] = self._loop.create_future()
+
+        def on_lost() -> None:
+            if not lost.done():
+                lost.set_result(None)
+
         try:
-            while True:
-                message = await wire.read_frame(reader)
-                if isinstance(message, Call):
-                    self._dispatch(message)
-                elif isinstance(message, Cancel):
-                    future = self._in_flight.get(message.call_id)
-                    if future is not None:
-                        future.cancel()
-                    stream = self._streams.pop(message.call_id, None)
-                    if stream is not None:
-                        stream.close()
-                elif isinstance(message, Observe):
-                    self._observe(message)
-        except (asyncio.IncompleteReadError, ConnectionError, OSError):
-            pass
+            self._channel = await FrameChannel.open(self._calls, self._on_frame, on_lost)
+            await lost
         finally:
             self.close()
 
+    def _on_frame(self, kind: int, meta: Buffer, buffers: list[Buffer]) -> None:
+        if kind == infer_frames.INFER_CALL:
+            call_id, model, version, outputs, options, request_id, wait_limit, inputs = (
+                infer_frames.read_call(meta, buffers)
+            )
+            try:
+                future = self._data.infer(
+                    model,
+                    version,
+                    inputs,
+                    outputs=outputs,
+                    options=options,
+                    request_id=request_id,
+                    wait_limit=wait_limit,
+                )
+            except Exception as exc:
+                self._send(Reply(call_id, error=portable(exc)))
+                return
+            self._admitted(call_id, future)
+            return
+        message = pickle.loads(meta, buffers=buffers)
+        if isinstance(message, Call):
+            self._dispatch(message)
+        elif isinstance(message, Cancel):
+            queued = self._in_flight.get(message.call_id)
+            if queued is not None:
+                queued.cancel()
+            stream = self._streams.pop(message.call_id, None)
+            if stream is not None:
+                stream.close()
+        elif isinstance(message, Observe):
+            self._observe(message)
+
     def _dispatch(self, call: Call) -> None:
+        # A pickled call: an infer whose tensors or arguments have no lean frame, or a
+        # repository call.
         if call.method == "infer":
             try:
                 future = self._data.infer(*call.args, **call.kwargs)
             except Exception as exc:
                 self._send(Reply(call.call_id, error=portable(exc)))
                 return
-            self._in_flight[call.call_id] = future
-            loop = asyncio.get_running_loop()
-            future.add_done_callback(
-                lambda done: loop.call_soon_threadsafe(self._answered, call.call_id, done)
-            )
+            self._admitted(call.call_id, future)
         elif call.method in ASYNC_METHODS:
             task = asyncio.get_running_loop().create_task(self._run_async(call))
             self._tasks.add(task)
@@ -197,8 +226,17 @@ class FrontEndLink:
             error = ValueError(f"{call.method!r} is not an inference or repository call")
             self._send(Reply(call.call_id, error=error))
 
-    def _answered(self, call_id: int, future: concurrent.futures.Future[Any]) -> None:
+    def _admitted(self, call_id: int, future: InferFuture) -> None:
+        self._in_flight[call_id] = future
+        future.add_done_callback(functools.partial(self._answer, call_id))
+
+    def _answer(self, call_id: int, future: concurrent.futures.Future[Any]) -> None:
+        # On the instance thread that completed the request (or the loop, for one
+        # cancelled there): the reply is written from here, the loop is not woken.
         self._in_flight.pop(call_id, None)
+        channel = self._channel
+        if channel is None or channel.closing:
+            return
         served = (
             getattr(future, "request_id", None),
             getattr(future, "model_name", None),
@@ -209,8 +247,13 @@ class FrontEndLink:
         elif (error := future.exception()) is not None:
             reply = Reply(call_id, error=portable(error), served=served)
         else:
-            reply = Reply(call_id, value=future.result(), served=served)
-        self._send(reply)
+            outputs = future.result()
+            parts = infer_frames.reply_frame(call_id, served, outputs)
+            if parts is not None:
+                channel.send_now(parts)
+                return
+            reply = Reply(call_id, value=outputs, served=served)
+        channel.send_now(_pickled(reply))
 
     async def _run_async(self, call: Call) -> None:
         try:
@@ -227,15 +270,9 @@ class FrontEndLink:
                 histograms.observe(model, version, seconds, protocol)
 
     def _send(self, reply: Reply | StreamItem | StreamEnd) -> None:
-        writer = self._writer
-        if writer is None or writer.is_closing():
-            return
-        try:
-            writer.writelines(wire.frame_parts(reply))
-        except Exception as exc:  # an output that cannot be pickled: say so, keep serving
-            with contextlib.suppress(Exception):
-                failed = Reply(reply.call_id, error=portable(exc))
-                writer.writelines(wire.frame_parts(failed))
+        channel = self._channel
+        if channel is not None and not channel.closing:
+            channel.send(_pickled(reply))
 
     def close(self) -> None:
         """The front end is gone: drop its queued requests, close both connections."""
@@ -248,8 +285,17 @@ class FrontEndLink:
             log.warning("%s: dropping %d request(s) it had admitted", self.name, len(in_flight))
         for future in in_flight.values():
             future.cancel()
-        if self._writer is not None:
-            self._writer.close()
+        if self._channel is not None:
+            self._channel.close()
+        else:
+            self._calls.close()
         with contextlib.suppress(OSError):
             self._control.sock.shutdown(socket.SHUT_RDWR)
         self._control.close()
+
+
+def _pickled(reply: Reply | StreamItem | StreamEnd) -> list[bytes | memoryview]:
+    try:
+        return wire.frame_parts(reply)
+    except Exception as exc:  # an output that cannot be pickled: say so, keep serving
+        return wire.frame_parts(Reply(reply.call_id, error=portable(exc)))

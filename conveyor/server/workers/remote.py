@@ -2,10 +2,12 @@
 
 :class:`RemoteDataPlane` has the methods of :class:`~conveyor.server.dataplane.DataPlane`,
 so the HTTP and gRPC front ends run over it unchanged. ``infer`` returns an
-:class:`~conveyor.futures.InferFuture` at once and sends the call (tensors as raw buffers)
-on the multiplexed connection; the reply, read by a task on this process's loop, completes
-the future with the engine's outputs or its error (the same Conveyor error type, so the
-status code is the same). ``load``/``unload`` are awaited the same way.
+:class:`~conveyor.futures.InferFuture` at once and queues the call (tensors as raw
+buffers, :mod:`infer_frames`) on the multiplexed connection, written with every other call
+queued in the same loop iteration; the replies, read by this process's loop as they
+arrive (:class:`~conveyor.server.workers.channel.FrameChannel`), complete the futures with
+the engine's outputs or its error (the same Conveyor error type, so the status code is the
+same). ``load``/``unload`` are awaited the same way.
 
 Streams (``stream``, ``generate``) are started by a control call and their responses fed
 into a local :class:`~conveyor.streams.ResponseStream` as they arrive; closing it cancels
@@ -20,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import itertools
+import pickle
 import socket
 import threading
 from collections.abc import AsyncIterator, Mapping
@@ -29,8 +32,10 @@ from conveyor.errors import ConveyorError, Unavailable, Unsupported
 from conveyor.futures import InferFuture
 from conveyor.server.dataplane import DataPlane
 from conveyor.server.generate import GenerateResponses
-from conveyor.server.workers import wire
+from conveyor.server.workers import infer_frames, wire
+from conveyor.server.workers.channel import FrameChannel
 from conveyor.server.workers.messages import Call, Cancel, Observe, Reply, StreamEnd, StreamItem
+from conveyor.server.workers.wire import Buffer
 from conveyor.streams import ResponseStream
 
 if TYPE_CHECKING:
@@ -58,48 +63,60 @@ class RemoteDataPlane(DataPlane):
         self._control = wire.BlockingConnection(control)
         self._control_lock = threading.Lock()
         self._calls_socket = calls
-        self._writer: asyncio.StreamWriter | None = None
+        self._channel: FrameChannel | None = None
+        self._loop_running: asyncio.AbstractEventLoop | None = None
         self._pending: dict[int, concurrent.futures.Future[Any]] = {}
         self._streams: dict[int, ResponseStream] = {}
         self._ids = itertools.count(1)
         self._metadata: dict[str, Any] | None = None
-        self._reader_task: asyncio.Task[None] | None = None
         self._observed: list[tuple[str, str, float, str]] = []
         self.gone = asyncio.Event()  # set when the engine process's connection closes
 
     async def connect(self) -> None:
-        reader, self._writer = await asyncio.open_unix_connection(sock=self._calls_socket)
-        self._reader_task = asyncio.get_running_loop().create_task(self._read_replies(reader))
+        self._loop_running = asyncio.get_running_loop()
+        self._channel = await FrameChannel.open(
+            self._calls_socket, self._on_frame, self._engine_gone
+        )
 
-    async def _read_replies(self, reader: asyncio.StreamReader) -> None:
-        try:
-            while True:
-                reply: Reply | StreamItem | StreamEnd = await wire.read_frame(reader)
-                if not isinstance(reply, Reply):
-                    self._stream_message(reply)
-                    continue
-                future = self._pending.pop(reply.call_id, None)
-                if future is None or future.done():
-                    continue
-                if isinstance(future, InferFuture) and reply.served is not None:
-                    future.request_id, future.model_name, future.model_version = reply.served
-                if isinstance(reply.error, asyncio.CancelledError):
-                    future.cancel()
-                elif reply.error is not None:
-                    future.set_exception(reply.error)
-                else:
-                    future.set_result(reply.value)
-        except (asyncio.IncompleteReadError, ConnectionError, OSError):
-            pass
-        finally:
-            pending, self._pending = self._pending, {}
-            for future in pending.values():
-                if not future.done():
-                    future.set_exception(Unavailable(ENGINE_GONE))
-            streams, self._streams = self._streams, {}
-            for stream in streams.values():
-                stream.finish(Unavailable(ENGINE_GONE))
-            self.gone.set()
+    def _on_frame(self, kind: int, meta: Buffer, buffers: list[Buffer]) -> None:
+        if kind == infer_frames.INFER_REPLY:
+            call_id, request_id, model, version, outputs = infer_frames.read_reply(meta, buffers)
+            future = self._pending.pop(call_id, None)
+            if future is None or future.done():
+                return
+            if isinstance(future, InferFuture):
+                future.request_id, future.model_name, future.model_version = (
+                    request_id,
+                    model,
+                    version,
+                )
+            future.set_result(outputs)
+            return
+        reply: Reply | StreamItem | StreamEnd = pickle.loads(meta, buffers=buffers)
+        if not isinstance(reply, Reply):
+            self._stream_message(reply)
+            return
+        future = self._pending.pop(reply.call_id, None)
+        if future is None or future.done():
+            return
+        if isinstance(future, InferFuture) and reply.served is not None:
+            future.request_id, future.model_name, future.model_version = reply.served
+        if isinstance(reply.error, asyncio.CancelledError):
+            future.cancel()
+        elif reply.error is not None:
+            future.set_exception(reply.error)
+        else:
+            future.set_result(reply.value)
+
+    def _engine_gone(self) -> None:
+        pending, self._pending = self._pending, {}
+        for future in pending.values():
+            if not future.done():
+                future.set_exception(Unavailable(ENGINE_GONE))
+        streams, self._streams = self._streams, {}
+        for stream in streams.values():
+            stream.finish(Unavailable(ENGINE_GONE))
+        self.gone.set()
 
     def _stream_message(self, message: StreamItem | StreamEnd) -> None:
         if isinstance(message, StreamEnd):
@@ -135,12 +152,16 @@ class RemoteDataPlane(DataPlane):
         return reply
 
     def _send_call(self, future: concurrent.futures.Future[Any], call: Call) -> None:
-        writer = self._writer
-        if writer is None or self.gone.is_set():
+        self._send_frame(future, call.call_id, wire.frame_parts(call))
+
+    def _send_frame(
+        self, future: concurrent.futures.Future[Any], call_id: int, parts: list[bytes | memoryview]
+    ) -> None:
+        channel = self._channel
+        if channel is None or self.gone.is_set():
             raise Unavailable(ENGINE_GONE)
-        parts = wire.frame_parts(call)
-        self._pending[call.call_id] = future
-        writer.writelines(parts)
+        self._pending[call_id] = future
+        channel.send(parts)
 
     async def _await_call(self, method: str, *args: Any) -> Any:
         future: concurrent.futures.Future[Any] = concurrent.futures.Future()
@@ -238,8 +259,8 @@ class RemoteDataPlane(DataPlane):
         )
 
     def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
+        if self._channel is not None:
+            self._channel.close()
         self._control.close()
 
     # -- inference --------------------------------------------------------------------------
@@ -259,23 +280,26 @@ class RemoteDataPlane(DataPlane):
         trace: RequestTrace | None = None,  # never set: tracing is off in front ends
     ) -> InferFuture:
         call_id = next(self._ids)
-        call = Call(
-            call_id,
-            "infer",
-            (model, version, dict(inputs)),
-            {
+        parts = None
+        if not classifications and not shared_memory:
+            parts = infer_frames.call_frame(
+                call_id, model, version, inputs, outputs, options, request_id, wait_limit
+            )
+        if parts is None:  # no lean frame for these tensors or arguments: pickle the call
+            kwargs = {
                 "outputs": outputs,
                 "options": options,
                 "request_id": request_id,
                 "classifications": classifications,
                 "wait_limit": wait_limit,
                 "shared_memory": shared_memory,
-            },
-        )
+            }
+            call = Call(call_id, "infer", (model, version, dict(inputs)), kwargs)
+            parts = wire.frame_parts(call)
         future = InferFuture()
         future.request_id = request_id
         future.model_name = model
-        self._send_call(future, call)
+        self._send_frame(future, call_id, parts)
         future.add_done_callback(lambda done: self._cancelled(call_id, done))
         return future
 
@@ -287,13 +311,11 @@ class RemoteDataPlane(DataPlane):
                 loop.call_soon_threadsafe(self._write_cancel, call_id)
 
     def _write_cancel(self, call_id: int) -> None:
-        writer = self._writer
-        if writer is not None and not writer.is_closing():
-            writer.writelines(wire.frame_parts(Cancel(call_id)))
+        if self._channel is not None:
+            self._channel.send(wire.frame_parts(Cancel(call_id)))
 
     def _loop(self) -> asyncio.AbstractEventLoop | None:
-        task = self._reader_task
-        return task.get_loop() if task is not None else None
+        return self._loop_running
 
     def is_decoupled(self, model: str, version: str | None) -> bool:
         value: bool = self._call("is_decoupled", model, version)
@@ -355,9 +377,8 @@ class RemoteDataPlane(DataPlane):
 
     def _send_observed(self) -> None:
         samples, self._observed = tuple(self._observed), []
-        writer = self._writer
-        if samples and writer is not None and not writer.is_closing():
-            writer.writelines(wire.frame_parts(Observe(samples)))
+        if samples and self._channel is not None:
+            self._channel.send(wire.frame_parts(Observe(samples)))
 
 
 class _RemoteGenerateResponses(GenerateResponses):

@@ -1,19 +1,21 @@
 """Frames between a front-end process and the engine process: a pickle, tensors beside it.
 
-A frame is ``<meta length u32><buffer count u32><buffer lengths u64...>``, then the pickled
-message (protocol 5), then each out-of-band buffer as raw bytes. numpy arrays hand their
-memory to pickle as out-of-band buffers, so a tensor is written to the socket as it lies
-in memory and read back into one bytes object that the array then views: never encoded,
-never converted per element.
+A frame is ``<kind u8><meta length u32><buffer count u32><buffer lengths u64...>``, then
+the meta (a pickle, protocol 5), then each out-of-band buffer as raw bytes. numpy arrays
+hand their memory to pickle as out-of-band buffers, so a tensor is written to the socket
+as it lies in memory and read back into one bytes object that the array then views: never
+encoded, never converted per element.
 
-Both directions carry the same three messages (:mod:`messages`); the blocking
-:class:`BlockingConnection` carries control calls, :func:`read_frame` / :func:`frame_parts`
-the multiplexed asynchronous ones.
+``kind`` says how to read the meta: :data:`PICKLED`, one of the messages of
+:mod:`messages` (every control call, errors, streams, load/unload), or one of the hot
+infer call and reply of :mod:`infer_frames`, whose meta is a tuple of plain values only
+(no class to look up, no reducer to call). The blocking :class:`BlockingConnection`
+carries control calls; :class:`FrameReader` cuts frames out of the bytes of the
+multiplexed asynchronous connection, however its reads split them.
 """
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import io
 import pickle
@@ -23,7 +25,9 @@ from typing import Any
 
 import numpy as np
 
-_PREFIX = struct.Struct("<II")
+Buffer = bytes | memoryview  # a frame's meta or a tensor: read-only bytes
+_PREFIX = struct.Struct("<BII")
+PICKLED = 0  # a message of messages.py; the other kinds are infer_frames.py's
 _LENGTH = struct.Struct("<Q")
 # A message (not its tensors) larger than this is a bug or a corrupt stream, not a request.
 MAX_META_BYTES = 64 << 20
@@ -90,8 +94,13 @@ def frame_parts(message: object) -> list[bytes | memoryview]:
     _Pickler(sink, protocol=5, buffer_callback=callback).dump(message)
     meta = sink.getbuffer()
     raws = [b.raw() for b in buffers]
-    lengths = b"".join(_LENGTH.pack(r.nbytes) for r in raws)
-    return [_PREFIX.pack(meta.nbytes, len(raws)) + lengths, meta, *raws]
+    return frame(PICKLED, meta, raws)
+
+
+def frame(kind: int, meta: bytes | memoryview, raws: list[memoryview]) -> list[bytes | memoryview]:
+    """A frame of ``kind`` as parts to write in order."""
+    lengths = b"".join(_LENGTH.pack(r.nbytes) for r in raws) if raws else b""
+    return [_PREFIX.pack(kind, len(meta), len(raws)) + lengths, meta, *raws]
 
 
 def _check(meta_length: int) -> None:
@@ -99,14 +108,54 @@ def _check(meta_length: int) -> None:
         raise ConnectionError(f"a frame's message is {meta_length} bytes, over the limit")
 
 
-async def read_frame(reader: asyncio.StreamReader) -> Any:
-    """The next message; IncompleteReadError once the peer has gone."""
-    meta_length, count = _PREFIX.unpack(await reader.readexactly(_PREFIX.size))
-    _check(meta_length)
-    lengths = struct.unpack(f"<{count}Q", await reader.readexactly(8 * count)) if count else ()
-    meta = await reader.readexactly(meta_length)
-    buffers = [await reader.readexactly(n) for n in lengths]
-    return pickle.loads(meta, buffers=buffers)
+class FrameReader:
+    """Cuts whole frames out of a stream of reads: ``feed`` each read's bytes, get back
+    every frame they completed as ``(kind, meta, buffers)``, in order. A frame may arrive
+    split at any byte, and one read may complete many frames (all answered in one go).
+
+    Frames wholly inside one read are views of that read's bytes (immutable, so nothing
+    is copied); only a frame split across reads is gathered into a buffer first."""
+
+    def __init__(self) -> None:
+        self._partial = bytearray()
+
+    def feed(self, data: bytes) -> list[tuple[int, Buffer, list[Buffer]]]:
+        if self._partial:
+            self._partial += data
+            # Copied out: the buffer is reused for the next reads.
+            frames, used = _cut(self._partial, copy=True)
+            del self._partial[:used]
+            return frames
+        frames, used = _cut(data, copy=False)
+        if used < len(data):
+            self._partial += memoryview(data)[used:]
+        return frames
+
+
+def _cut(data: bytes | bytearray, copy: bool) -> tuple[list[tuple[int, Buffer, list[Buffer]]], int]:
+    """The whole frames at the start of ``data`` and how many bytes they span."""
+    frames: list[tuple[int, Buffer, list[Buffer]]] = []
+    at = 0
+    size = len(data)
+    with memoryview(data) as view:  # released before a bytearray is resized
+        while size - at >= _PREFIX.size:
+            kind, meta_length, count = _PREFIX.unpack_from(data, at)
+            _check(meta_length)
+            start = at + _PREFIX.size + 8 * count
+            if size < start:
+                break
+            lengths = struct.unpack_from(f"<{count}Q", data, at + _PREFIX.size)
+            end = start + meta_length + sum(lengths)
+            if size < end:
+                break
+            parts: list[Buffer] = []
+            for n in (meta_length, *lengths):
+                part = view[start : start + n]
+                parts.append(bytes(part) if copy else part)
+                start += n
+            frames.append((kind, parts[0], parts[1:]))
+            at = end
+    return frames, at
 
 
 class BlockingConnection:
@@ -122,7 +171,9 @@ class BlockingConnection:
 
     def recv(self) -> Any:
         """The next message; EOFError once the peer has gone."""
-        meta_length, count = _PREFIX.unpack(self._exactly(_PREFIX.size))
+        kind, meta_length, count = _PREFIX.unpack(self._exactly(_PREFIX.size))
+        if kind != PICKLED:
+            raise ConnectionError(f"a control frame of kind {kind}, expected a pickled one")
         _check(meta_length)
         lengths = struct.unpack(f"<{count}Q", self._exactly(8 * count)) if count else ()
         meta = self._exactly(meta_length)

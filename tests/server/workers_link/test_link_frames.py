@@ -1,0 +1,90 @@
+"""The link's frames cut out of a byte stream however its reads split it, and the lean
+infer frames carry every plain tensor exactly (anything else says it must be pickled)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conveyor.protocol.datatypes import DATATYPES
+from conveyor.protocol.parameters import DEFAULT_OPTIONS, RequestOptions
+from conveyor.server.workers import infer_frames, wire
+from conveyor.server.workers.messages import Cancel
+from tests.tensors import sample
+
+
+def stream_of(*frames: list[bytes | memoryview]) -> bytes:
+    return b"".join(bytes(part) for parts in frames for part in parts)
+
+
+def test_a_frame_split_at_every_byte_arrives_whole_once() -> None:
+    big = np.arange(1 << 14, dtype=np.float32)  # out of band
+    parts = infer_frames.reply_frame(3, ("r", "m", "1"), {"big": big, "small": big[:4].copy()})
+    assert parts is not None
+    data = stream_of(parts, wire.frame_parts(Cancel(9)))
+    for step in (1, 7, 4096):
+        reader = wire.FrameReader()
+        frames = []
+        for at in range(0, len(data), step):
+            frames += reader.feed(data[at : at + step])
+        assert [kind for kind, _, _ in frames] == [infer_frames.INFER_REPLY, wire.PICKLED]
+        call_id, request_id, model, version, outputs = infer_frames.read_reply(*frames[0][1:])
+        assert (call_id, request_id, model, version) == (3, "r", "m", "1")
+        np.testing.assert_array_equal(outputs["big"], big)
+        np.testing.assert_array_equal(outputs["small"], big[:4])
+
+
+def test_one_read_may_complete_many_frames() -> None:
+    frames = [
+        infer_frames.reply_frame(i, (None, "m", "1"), {"y": np.full(2, i)}) for i in range(50)
+    ]
+    data = stream_of(*(f for f in frames if f is not None))
+    got = wire.FrameReader().feed(data)
+    assert [infer_frames.read_reply(meta, buffers)[0] for _, meta, buffers in got] == list(
+        range(50)
+    )
+
+
+def test_a_corrupt_length_is_refused_before_anything_is_allocated() -> None:
+    header = bytes([wire.PICKLED]) + (wire.MAX_META_BYTES + 1).to_bytes(4, "little") + bytes(4)
+    with pytest.raises(ConnectionError, match="over the limit"):
+        wire.FrameReader().feed(header)
+
+
+@pytest.mark.parametrize("datatype", DATATYPES)
+def test_a_call_keeps_every_plain_tensor_and_refuses_the_rest(datatype: str) -> None:
+    array = sample(datatype)
+    options = RequestOptions(priority=2, timeout=1.5, custom={"k": "v"})
+    parts = infer_frames.call_frame(5, "m", "2", {"x": array}, ["y"], options, "id", 0.5)
+    if array.dtype.kind not in "biufc":  # BYTES (objects), BF16 (an extension dtype)
+        assert parts is None
+        return
+    assert parts is not None
+    [(kind, meta, buffers)] = wire.FrameReader().feed(stream_of(parts))
+    assert kind == infer_frames.INFER_CALL
+    call_id, model, version, outputs, got_options, request_id, wait_limit, inputs = (
+        infer_frames.read_call(meta, buffers)
+    )
+    assert (call_id, model, version, outputs, request_id, wait_limit) == (
+        5,
+        "m",
+        "2",
+        ["y"],
+        "id",
+        0.5,
+    )
+    assert got_options == options and got_options.custom == {"k": "v"}
+    got = inputs["x"]
+    assert got.dtype == array.dtype and got.shape == array.shape
+    assert got.tobytes() == array.tobytes()
+
+
+def test_default_options_stay_the_shared_default_and_strided_tensors_are_refused() -> None:
+    parts = infer_frames.call_frame(
+        1, "m", None, {"x": np.ones(3)}, None, DEFAULT_OPTIONS, None, None
+    )
+    assert parts is not None
+    [(_, meta, buffers)] = wire.FrameReader().feed(stream_of(parts))
+    assert infer_frames.read_call(meta, buffers)[4] is DEFAULT_OPTIONS
+    strided = np.arange(12).reshape(3, 4)[:, ::2]
+    assert infer_frames.reply_frame(1, (None, None, None), {"y": strided}) is None
