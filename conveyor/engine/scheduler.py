@@ -47,6 +47,10 @@ class RequestQueue:
         self._forming = threading.Lock()  # one instance at a time forms a dynamic batch
         self._arrivals = itertools.count()
         self._closed = False
+        # Takers asleep in a wait on the condition. A taker that is awake looks at the heap
+        # (under the condition's lock) before it sleeps, so a put needs to notify only when
+        # one sleeps: while the instances are busy draining the queue, puts skip the notify.
+        self._waiting = 0
 
     def __len__(self) -> int:
         return len(self._heap) + self._held
@@ -63,7 +67,8 @@ class RequestQueue:
                     f"(max_queue_size); retry later"
                 )
             heapq.heappush(self._heap, (-request.priority, next(self._arrivals), request))
-            self._cond.notify()
+            if self._waiting:
+                self._cond.notify()
 
     def close(self) -> None:
         """Take nothing new; takers drain what is queued, then get None."""
@@ -101,8 +106,16 @@ class RequestQueue:
         while not self._heap:
             if self._closed:
                 return None
-            self._cond.wait()
+            self._sleep(None)
         return heapq.heappop(self._heap)
+
+    def _sleep(self, timeout: float | None) -> None:
+        """Wait on the condition (its lock held), counted in ``_waiting`` meanwhile."""
+        self._waiting += 1
+        try:
+            self._cond.wait(timeout)
+        finally:
+            self._waiting -= 1
 
     def _start(self, request: Request) -> bool:
         return start_request(request, self.clock(), self.model, self._on_expired)
@@ -140,7 +153,7 @@ class RequestQueue:
                 now = self.clock()
                 if total >= target or now >= dispatch_at or self._closed:
                     break
-                self._cond.wait(dispatch_at - now)
+                self._sleep(dispatch_at - now)
             held, released = _fit_preferred(held, total, policy.preferred_batch_sizes)
             for entry in released:
                 heapq.heappush(self._heap, entry)
