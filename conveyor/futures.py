@@ -22,6 +22,8 @@ Outputs = dict[str, np.ndarray]
 # Stamped on each future as it completes, so iteration can be strictly in completion order
 # even for futures that had already completed before anyone asked.
 _completion_order = itertools.count()
+# concurrent.futures' states in which a future is done() (cancelled, or answered).
+_SETTLED = frozenset({"CANCELLED", "CANCELLED_AND_NOTIFIED", "FINISHED"})
 
 
 class RequestTimeline:
@@ -98,16 +100,17 @@ class InferFuture(concurrent.futures.Future[Outputs]):
 
     # Stamped under the future's own lock: a second answer (an instance thread returning
     # after its execution timeout failed the request) raises InvalidStateError and must
-    # not restamp the first.
+    # not restamp the first. The state is read directly (done() would take the lock again:
+    # every request pays this).
     def set_result(self, result: Outputs) -> None:
         with self._condition:
-            if not self.done():
+            if self._state not in _SETTLED:
                 self.completion_seq = next(_completion_order)
             super().set_result(result)
 
     def set_exception(self, exception: BaseException | None) -> None:
         with self._condition:
-            if not self.done():
+            if self._state not in _SETTLED:
                 self.completion_seq = next(_completion_order)
             super().set_exception(exception)
 

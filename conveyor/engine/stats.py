@@ -107,13 +107,16 @@ class StatsRecorder:
         As in Triton, each request of a batch is charged the batch's whole compute time.
         """
         requests = len(queue_ns)
+        if len(total_ns) != requests:
+            raise ValueError(f"{requests} queue times but {len(total_ns)} total times")
+        # Summed before the lock (the same counts and totals as adding them one by one).
+        queued, succeeded = sum(queue_ns), sum(total_ns)
         with self._lock:
             self._last_inference_ms = time.time_ns() // 1_000_000
             self._inference_count += batch_size
             self._execution_count += 1
-            for q, t in zip(queue_ns, total_ns, strict=True):
-                self._queue.add(q)
-                self._success.add(t)
+            self._queue.add(queued, requests)
+            self._success.add(succeeded, requests)
             self._input.add(input_ns * requests, requests)
             self._infer.add(infer_ns * requests, requests)
             self._output.add(output_ns * requests, requests)
