@@ -24,6 +24,7 @@ from conveyor.backends.base import (
 from conveyor.engine.batcher import join_inputs, padding_elements, split_outputs, wanted_outputs
 from conveyor.engine.decoupled import refuse_unary, run_decoupled
 from conveyor.engine.failures import FailureLog, RecentFailure
+from conveyor.engine.inputs import InputCheck, as_bytes_array, known_dtype, v2_name
 from conveyor.engine.instances import Instances, TakeWork, ThreadInstances
 from conveyor.engine.outputs import output_names, requested_outputs
 from conveyor.engine.processes import ProcessInstances, ProcessPool
@@ -40,7 +41,7 @@ from conveyor.errors import (
     RepositoryError,
 )
 from conveyor.futures import InferFuture, RequestTimeline
-from conveyor.protocol.datatypes import BYTES, datatype_of, numpy_dtype
+from conveyor.protocol.datatypes import BYTES, numpy_dtype
 from conveyor.repository.config import InstanceKind, ModelConfig, TensorSpec
 
 log = logging.getLogger("conveyor.engine")
@@ -86,8 +87,7 @@ class ModelVersion:
         self.platform = platform(config.backend)
         self.loaded_copies = len(loaded)
         self._loaded = loaded
-        self._inputs = {spec.name: spec for spec in config.inputs}
-        self._required = frozenset(s.name for s in config.inputs if not s.optional)
+        self._input_check = InputCheck(config.name, config.inputs, config.max_batch_size)
         # Inputs padded to a batch's largest shape (allow_ragged_batch); only with batching.
         self._ragged = frozenset(
             s.name for s in config.inputs if s.allow_ragged_batch and config.batching
@@ -95,6 +95,24 @@ class ModelVersion:
         self._outputs = {spec.name: spec for spec in config.outputs}
         self._all_outputs = tuple(spec.name for spec in config.outputs)
         self._batch_dims = 1 if config.batching else 0
+        # What submit reads of the config, looked up once here rather than per request.
+        self._decoupled = config.decoupled
+        self._sequenced = config.sequence_batching is not None
+        # And what an execution reads: whether any tensor is reshaped (config.pbtxt's
+        # reshape), and the numpy dtype of each output that has one (not BYTES; not BF16
+        # without ml_dtypes: that one is looked up, and refused, per execution as before).
+        self._reshapes_inputs = any(spec.reshape is not None for spec in config.inputs)
+        self._reshapes_outputs = any(spec.reshape is not None for spec in config.outputs)
+        self._output_dtypes = {
+            spec.name: dtype
+            for spec in config.outputs
+            if (dtype := known_dtype(spec.datatype)) is not None
+        }
+        self._allow_timeout_override = config.allow_timeout_override
+        self._default_timeout = config.default_timeout_s or None
+        self._priority_levels = (
+            config.dynamic_batching.priority_levels if config.dynamic_batching else 0
+        )
         self.stats = StatsRecorder(config.name, version)
         self._failures = FailureLog(log, f"{config.name}-v{version}")
         self.queue: RequestQueue | SequenceQueue
@@ -113,6 +131,7 @@ class ModelVersion:
             self.queue = RequestQueue(
                 config.name, config.max_queue_size, on_expired=self._record_expired
             )
+        self._clock = self.queue.clock
         batching = config.dynamic_batching
         policy = (
             BatchPolicy(
@@ -178,21 +197,26 @@ class ModelVersion:
         ``sequence``: the request's sequence; required by a sequence-batched model.
         ``parameters``: the client's own request parameters, for the model to read.
         ``destinations``: where the caller has room for outputs (see LoadedModel.run_into)."""
-        if self.config.decoupled and future is None:
+        if self._decoupled and future is None:
             raise refuse_unary(self.name)
         if self._instances.all_stuck:
             raise ModelNotReady(self.unready_reason())
-        arrays, batch_size = self._check_inputs(inputs)
-        if self.config.sequence_batching is not None:
+        arrays, batch_size = self._input_check.check(inputs)
+        if self._sequenced:
             arrays.update(self._sequence_controls(sequence, batch_size))
-        wanted = self._check_outputs_requested(outputs)
-        now = self.queue.clock()
-        if timeout is not None and timeout < 0:
-            raise InvalidInput(f"timeout must be >= 0 seconds, got {timeout}")
-        if timeout is None or not self.config.allow_timeout_override:
-            timeout = self.config.default_timeout_s if self.config.default_timeout_s else timeout
-        priority = self._queue_priority(priority)
-        future = future if future is not None else InferFuture()
+        wanted = self._all_outputs if outputs is None else self._check_outputs_requested(outputs)
+        now = self._clock()
+        if timeout is not None:
+            if timeout < 0:
+                raise InvalidInput(f"timeout must be >= 0 seconds, got {timeout}")
+            if not self._allow_timeout_override:
+                timeout = self._default_timeout or timeout
+        else:
+            timeout = self._default_timeout
+        if self._priority_levels:
+            priority = self._queue_priority(priority)
+        if future is None:
+            future = InferFuture()
         future.request_id = request_id
         future.model_name = self.name
         future.model_version = self.version_label
@@ -208,17 +232,17 @@ class ModelVersion:
             )
         self.queue.put(
             Request(
-                inputs=arrays,
-                outputs=wanted,
-                priority=priority,
-                deadline=None if timeout is None else now + timeout,
-                future=future,
-                enqueued=now,
-                batch_size=batch_size,
-                batch_key=batch_key,
-                sequence=sequence,
-                parameters=parameters,
-                destinations=destinations or None,
+                arrays,
+                wanted,
+                priority,
+                None if timeout is None else now + timeout,
+                future,
+                now,
+                batch_size,
+                batch_key,
+                sequence,
+                parameters,
+                destinations or None,
             )
         )
         return future
@@ -257,90 +281,13 @@ class ModelVersion:
         level = priority if 1 <= priority <= levels else batching.default_priority_level
         return levels - level
 
-    def _check_inputs(self, inputs: Mapping[str, np.ndarray]) -> tuple[dict[str, np.ndarray], int]:
-        # Unknown names first: a misspelt input is also a missing one, and the misspelling is
-        # what the caller needs to see.
-        unknown = [name for name in inputs if name not in self._inputs]
-        missing = self._required.difference(inputs)
-        if unknown:
-            also = (
-                f"missing input {sorted(missing)[0]!r}"
-                if missing
-                else f"the request sent {', '.join(map(str, inputs))}"
-            )
-            raise InvalidInput(
-                f"model {self.name!r} has no input {unknown[0]!r}; its inputs are "
-                f"{', '.join(self._inputs)} ({also})"
-            )
-        if missing:
-            raise InvalidInput(
-                f"model {self.name!r}: missing input {sorted(missing)[0]!r}; "
-                f"it expects {', '.join(self._inputs)}"
-            )
-        arrays: dict[str, np.ndarray] = {}
-        batch_size = 1
-        for name, value in inputs.items():
-            spec = self._inputs.get(name)
-            if spec is None:
-                raise InvalidInput(
-                    f"model {self.name!r} has no input {name!r}; its inputs are "
-                    f"{', '.join(self._inputs)}"
-                )
-            array = self._conform(spec, value)
-            if self._batch_dims:
-                if array.ndim == 0:
-                    raise InvalidInput(
-                        f"model {self.name!r}: input {name!r} needs a batch dimension first"
-                    )
-                size = array.shape[0]
-                if not arrays:
-                    batch_size = size
-                elif size != batch_size:
-                    raise InvalidInput(
-                        f"model {self.name!r}: input {name!r} has batch size {size} but "
-                        f"other inputs have {batch_size}; all inputs must agree"
-                    )
-                if not 1 <= size <= self.config.max_batch_size:
-                    raise InvalidInput(
-                        f"model {self.name!r}: input {name!r} has batch size {size}; "
-                        f"expected 1 to {self.config.max_batch_size} (max_batch_size)"
-                    )
-            arrays[name] = array
-        return arrays, batch_size
-
-    def _conform(self, spec: TensorSpec, value: object) -> np.ndarray:
-        array = value if isinstance(value, np.ndarray) else np.asarray(value)
-        if spec.datatype == BYTES:
-            array = _as_bytes_array(array, self.name, spec.name)
-        else:
-            expected = numpy_dtype(spec.datatype)
-            if array.dtype != expected:
-                if isinstance(value, np.ndarray):
-                    raise InvalidInput(
-                        f"model {self.name!r}: input {spec.name!r} has datatype "
-                        f"{_v2_name(array.dtype)}; expected {spec.datatype}"
-                    )
-                array = array.astype(expected)
-        dims = array.shape[self._batch_dims :]
-        if len(dims) != len(spec.shape) or any(
-            want not in (-1, got) for want, got in zip(spec.shape, dims, strict=True)
-        ):
-            raise InvalidInput(
-                f"model {self.name!r}: input {spec.name!r} has shape {list(array.shape)}; "
-                f"expected {self._shown_shape(spec)}"
-            )
-        return array
-
-    def _shown_shape(self, spec: TensorSpec) -> list[int]:
-        return [-1, *spec.shape] if self._batch_dims else list(spec.shape)
-
     def _check_outputs_requested(self, outputs: Sequence[str] | None) -> tuple[str, ...]:
         return output_names(self.name, outputs, self._all_outputs)
 
     # -- running (on instance threads) ------------------------------------------------------
 
     def _execute(self, model: LoadedModel, batch: list[Request]) -> None:
-        if self.config.decoupled:
+        if self._decoupled:
             run_decoupled(self, model, batch)
             return
         clock = self.queue.clock
@@ -371,7 +318,11 @@ class ModelVersion:
                 joined = join_inputs(batch, self._ragged)
                 if self._ragged:
                     self.stats.record_padding(*padding_elements(batch, joined, self._ragged))
-                inputs = self._reshaped(joined, self.config.inputs, reshape=True)
+                inputs = (
+                    self._reshaped(joined, self.config.inputs, reshape=True)
+                    if self._reshapes_inputs
+                    else joined
+                )
                 wanted = wanted_outputs(batch)
                 t1 = time.perf_counter_ns()
                 if model.max_in_flight:
@@ -413,7 +364,8 @@ class ModelVersion:
     def _split_produced(
         self, produced: dict[str, np.ndarray], wanted: tuple[str, ...], batch: list[Request]
     ) -> list[dict[str, np.ndarray] | ConveyorError]:
-        produced = self._reshaped(produced, self.config.outputs, reshape=False)
+        if self._reshapes_outputs:
+            produced = self._reshaped(produced, self.config.outputs, reshape=False)
         if isinstance(self.queue, SequenceQueue):  # implicit state, kept per sequence
             self.queue.keep_states(batch, _rows(produced, len(batch), self._batch_dims))
         joined = self._check_produced(produced, wanted, sum(r.batch_size for r in batch))
@@ -532,23 +484,18 @@ class ModelVersion:
             spec = self._outputs[name]
             if spec.datatype == BYTES:
                 if array.dtype.kind in "US":
-                    array = _as_bytes_array(array, self.name, name)
+                    array = as_bytes_array(array, self.name, name)
                 elif array.dtype != object:
                     raise ModelError(
-                        f"model {self.name!r} returned datatype {_v2_name(array.dtype)} for "
+                        f"model {self.name!r} returned datatype {v2_name(array.dtype)} for "
                         f"BYTES output {name!r}; expected an object array of bytes"
                     )
-            elif array.dtype != numpy_dtype(spec.datatype):
+            elif array.dtype != self._output_dtype(name, spec.datatype):
                 raise ModelError(
-                    f"model {self.name!r} returned datatype {_v2_name(array.dtype)} for output "
+                    f"model {self.name!r} returned datatype {v2_name(array.dtype)} for output "
                     f"{name!r}; expected {spec.datatype}"
                 )
-            dims = array.shape[self._batch_dims :]
-            if (
-                (self._batch_dims and (array.ndim == 0 or array.shape[0] != total))
-                or len(dims) != len(spec.shape)
-                or any(w not in (-1, g) for w, g in zip(spec.shape, dims, strict=True))
-            ):
+            if not self._output_shape_fits(array.shape, spec.shape, total):
                 expected = [total, *spec.shape] if self._batch_dims else list(spec.shape)
                 raise ModelError(
                     f"model {self.name!r} returned shape {list(array.shape)} for output "
@@ -556,6 +503,25 @@ class ModelVersion:
                 )
             checked[name] = array
         return checked
+
+    def _output_shape_fits(
+        self, shape: tuple[int, ...], declared: tuple[int, ...], total: int
+    ) -> bool:
+        """The output's shape is the declared one (-1: any size), after the batch's ``total``
+        rows first when the model batches."""
+        if self._batch_dims:
+            if not shape or shape[0] != total:
+                return False
+            shape = shape[1:]
+        if -1 not in declared:
+            return shape == declared
+        return len(shape) == len(declared) and all(
+            want in (-1, got) for want, got in zip(declared, shape, strict=True)
+        )
+
+    def _output_dtype(self, name: str, datatype: str) -> np.dtype:
+        expected = self._output_dtypes.get(name)
+        return expected if expected is not None else numpy_dtype(datatype)
 
     def _overrun(self, instance: int, batch: list[Request]) -> None:
         """Watchdog: an execution on a thread instance passed ``execution_timeout_s``."""
@@ -712,38 +678,6 @@ def _stamp_timelines(
 
 def _ns(seconds: float) -> int:
     return max(0, int(seconds * 1e9))
-
-
-def _as_bytes_array(array: np.ndarray, model: str, name: str) -> np.ndarray:
-    """BYTES tensors are object arrays of bytes; str elements are encoded as UTF-8."""
-    if array.dtype == object:
-        if all(isinstance(v, bytes) for v in array.flat):
-            return array
-    elif array.dtype.kind not in "US":
-        raise InvalidInput(
-            f"model {model!r}: {name!r} is BYTES, but got datatype "
-            f"{_v2_name(array.dtype)}; expected bytes or str elements"
-        )
-    out = np.empty(array.shape, dtype=object)
-    for index, value in np.ndenumerate(array):
-        if isinstance(value, bytes):
-            out[index] = value
-        elif isinstance(value, str):
-            out[index] = value.encode("utf-8")
-        else:
-            raise InvalidInput(
-                f"model {model!r}: {name!r} is BYTES, but an element is "
-                f"{type(value).__name__}; expected bytes or str"
-            )
-    return out
-
-
-def _v2_name(dtype: np.dtype) -> str:
-    """The V2 name users know (INT32), or numpy's when it has none (e.g. complex64)."""
-    try:
-        return datatype_of(dtype)
-    except InvalidInput:
-        return f"numpy {dtype} (no V2 datatype)"
 
 
 def _model_failed(name: str, exc: Exception) -> ModelError:
