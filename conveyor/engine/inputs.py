@@ -19,9 +19,9 @@ from conveyor.protocol.datatypes import BYTES, datatype_of, numpy_dtype
 from conveyor.repository.config import TensorSpec
 
 # What the fast path knows of one input: its numpy dtype, its dims past the batch dimension
-# (exact, or None when one is -1: then ``dims`` with -1 matching any size), whether it is
-# required.
-_FastSpec = tuple[np.dtype, tuple[int, ...] | None, tuple[int, ...], bool]
+# (exact; or None when one is -1, then its rank and (position, size) of each fixed dim),
+# whether it is required.
+_FastSpec = tuple[np.dtype, tuple[int, ...] | None, int, tuple[tuple[int, int], ...], bool]
 
 
 class InputCheck:
@@ -43,7 +43,9 @@ class InputCheck:
             dtype = known_dtype(spec.datatype)
             if dtype is not None:
                 exact = None if -1 in spec.shape else spec.shape
-                self._fast[spec.name] = (dtype, exact, spec.shape, not spec.optional)
+                fixed = tuple((i, size) for i, size in enumerate(spec.shape) if size != -1)
+                rank = len(spec.shape)
+                self._fast[spec.name] = (dtype, exact, rank, fixed, not spec.optional)
         self._fast_enabled = len(self._fast) == len(self._specs)
 
     def check(self, inputs: Mapping[str, object]) -> tuple[dict[str, np.ndarray], int]:
@@ -68,7 +70,7 @@ class InputCheck:
             spec = fast.get(name)
             if spec is None or type(value) is not ndarray:
                 return None
-            dtype, exact, dims, needed = spec
+            dtype, exact, rank, fixed, needed = spec
             if value.dtype is not dtype and value.dtype != dtype:
                 return None
             shape = value.shape
@@ -86,10 +88,12 @@ class InputCheck:
             if exact is not None:
                 if shape != exact:
                     return None
-            elif len(shape) != len(dims) or any(
-                want != -1 and want != got for want, got in zip(dims, shape, strict=True)
-            ):
-                return None
+            else:
+                if len(shape) != rank:
+                    return None
+                for position, size in fixed:
+                    if shape[position] != size:
+                        return None
             required += needed
         if required != len(self._required):
             return None

@@ -103,6 +103,14 @@ class ModelVersion:
         # without ml_dtypes: that one is looked up, and refused, per execution as before).
         self._reshapes_inputs = any(spec.reshape is not None for spec in config.inputs)
         self._reshapes_outputs = any(spec.reshape is not None for spec in config.outputs)
+        # Each output's rank and the (position, size) of its dims that are not -1.
+        self._output_dims = {
+            spec.name: (
+                len(spec.shape),
+                tuple((i, size) for i, size in enumerate(spec.shape) if size != -1),
+            )
+            for spec in config.outputs
+        }
         self._output_dtypes = {
             spec.name: dtype
             for spec in config.outputs
@@ -495,7 +503,7 @@ class ModelVersion:
                     f"model {self.name!r} returned datatype {v2_name(array.dtype)} for output "
                     f"{name!r}; expected {spec.datatype}"
                 )
-            if not self._output_shape_fits(array.shape, spec.shape, total):
+            if not self._output_shape_fits(array.shape, name, total):
                 expected = [total, *spec.shape] if self._batch_dims else list(spec.shape)
                 raise ModelError(
                     f"model {self.name!r} returned shape {list(array.shape)} for output "
@@ -504,20 +512,15 @@ class ModelVersion:
             checked[name] = array
         return checked
 
-    def _output_shape_fits(
-        self, shape: tuple[int, ...], declared: tuple[int, ...], total: int
-    ) -> bool:
-        """The output's shape is the declared one (-1: any size), after the batch's ``total``
-        rows first when the model batches."""
+    def _output_shape_fits(self, shape: tuple[int, ...], name: str, total: int) -> bool:
+        """Output ``name``'s shape is the declared one (-1: any size), after the batch's
+        ``total`` rows first when the model batches."""
         if self._batch_dims:
             if not shape or shape[0] != total:
                 return False
             shape = shape[1:]
-        if -1 not in declared:
-            return shape == declared
-        return len(shape) == len(declared) and all(
-            want in (-1, got) for want, got in zip(declared, shape, strict=True)
-        )
+        rank, fixed = self._output_dims[name]
+        return len(shape) == rank and all(shape[i] == size for i, size in fixed)
 
     def _output_dtype(self, name: str, datatype: str) -> np.dtype:
         expected = self._output_dtypes.get(name)

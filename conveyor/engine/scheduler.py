@@ -43,7 +43,9 @@ class RequestQueue:
         self._on_expired = on_expired
         self._heap: list[_Entry] = []
         self._held = 0  # popped by a batch being formed, not yet dispatched
-        self._cond = threading.Condition()
+        # Entered directly (C) on the hot paths; the condition waits and notifies over it.
+        self._mutex = threading.RLock()
+        self._cond = threading.Condition(self._mutex)
         self._forming = threading.Lock()  # one instance at a time forms a dynamic batch
         self._arrivals = itertools.count()
         self._closed = False
@@ -56,7 +58,7 @@ class RequestQueue:
         return len(self._heap) + self._held
 
     def put(self, request: Request) -> None:
-        with self._cond:
+        with self._mutex:
             if self._closed:
                 raise ShuttingDown(
                     f"model {self.model!r} is shutting down; it takes no new requests"
@@ -72,14 +74,14 @@ class RequestQueue:
 
     def close(self) -> None:
         """Take nothing new; takers drain what is queued, then get None."""
-        with self._cond:
+        with self._mutex:
             self._closed = True
             self._cond.notify_all()
 
     def take_waiting(self) -> list[Request]:
         """Remove every queued request not yet cancelled, mark it running and return it,
         for the caller to fail (when no instance is left to run them)."""
-        with self._cond:
+        with self._mutex:
             entries, self._heap = self._heap, []
         return [entry[2] for entry in entries if entry[2].future.set_running_or_notify_cancel()]
 
@@ -87,14 +89,14 @@ class RequestQueue:
         """Block until work is ready; return it marked running, or None once closed and empty."""
         while True:
             if policy is None:
-                with self._cond:
+                with self._mutex:
                     entry = self._wait_for_entry()
                     if entry is None:
                         return None
                     if self._start(entry[2]):
                         return [entry[2]]
             else:
-                with self._forming, self._cond:
+                with self._forming, self._mutex:
                     entry = self._wait_for_entry()
                     if entry is None:
                         return None

@@ -111,15 +111,23 @@ class StatsRecorder:
             raise ValueError(f"{requests} queue times but {len(total_ns)} total times")
         # Summed before the lock (the same counts and totals as adding them one by one).
         queued, succeeded = sum(queue_ns), sum(total_ns)
+        # The accumulators' fields are added to in place: once per request, so no call each.
+        queue, success = self._queue, self._success
+        compute_input, compute_infer, compute_output = self._input, self._infer, self._output
         with self._lock:
             self._last_inference_ms = time.time_ns() // 1_000_000
             self._inference_count += batch_size
             self._execution_count += 1
-            self._queue.add(queued, requests)
-            self._success.add(succeeded, requests)
-            self._input.add(input_ns * requests, requests)
-            self._infer.add(infer_ns * requests, requests)
-            self._output.add(output_ns * requests, requests)
+            queue.count += requests
+            queue.ns += queued
+            success.count += requests
+            success.ns += succeeded
+            compute_input.count += requests
+            compute_input.ns += input_ns * requests
+            compute_infer.count += requests
+            compute_infer.ns += infer_ns * requests
+            compute_output.count += requests
+            compute_output.ns += output_ns * requests
             per_size = self._batches.get(batch_size)
             if per_size is None:
                 per_size = self._batches[batch_size] = (
