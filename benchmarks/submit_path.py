@@ -1,6 +1,6 @@
 """What ``Engine.submit`` costs per request: ``tiny`` in-process, submit to answer.
 
-    python -m benchmarks.submit_path [--quick] [--against DIR] [--rounds N]
+    python -m benchmarks.submit_path [--quick] [--against DIR] [--rounds N] [--out DIR]
 
 Two loads on one engine, no server and no load generator:
 
@@ -111,6 +111,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--against", type=Path, help="another tree, measured in turns")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--requests", type=int, default=20000)
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -126,7 +127,7 @@ def main(argv: list[str] | None = None) -> None:
             runs[label].append(_run_child(tree, requests))
     table = _table(runs)
     print(table)
-    results = ROOT / "benchmarks" / "results"
+    results = args.out
     results.mkdir(parents=True, exist_ok=True)
     report = {
         "requests": requests,
