@@ -239,6 +239,8 @@ class ModelVersion:
                 for name in sorted(arrays)
             )
         self.queue.put(
+            # Positional, in field order (a third of the keyword call's cost; the order is
+            # pinned by tests/engine_fastpath/test_request_fields.py).
             Request(
                 arrays,
                 wanted,
