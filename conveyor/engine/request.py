@@ -11,6 +11,8 @@ from conveyor.backends.base import Destinations, SequenceInfo
 from conveyor.futures import InferFuture
 
 
+# ModelVersion.submit builds it positionally, once per request: keep the fields' order (a
+# test in tests/engine_fastpath pins it).
 @dataclasses.dataclass(slots=True, eq=False)
 class Request:
     inputs: dict[str, np.ndarray]
