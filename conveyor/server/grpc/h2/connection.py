@@ -96,7 +96,8 @@ class GrpcConnection(asyncio.Protocol):
         # Frames queued this turn of the loop (one write for all: fewer system calls).
         self._output: list[Any] = []
         self._flush_scheduled = False
-        self._closing = False  # GOAWAY sent
+        self._going_away = False  # the first GOAWAY is sent
+        self._closing = False  # the final GOAWAY is sent: new streams are refused
         self._closed = False
 
     # -- asyncio.Protocol -----------------------------------------------------------------
@@ -288,6 +289,8 @@ class GrpcConnection(asyncio.Protocol):
                 raise ConnectionError_(f.FRAME_SIZE_ERROR, "PING of a bad length")
             if not flags & f.ACK:
                 self._write(f.frame_header(8, f.PING, f.ACK, 0) + payload)
+            elif payload == _DRAIN_PING_DATA and self._going_away:
+                self._last_goaway()
         elif kind == f.WINDOW_UPDATE:
             if len(payload) != 4:
                 raise ConnectionError_(f.FRAME_SIZE_ERROR, "WINDOW_UPDATE of a bad length")
@@ -510,11 +513,12 @@ class GrpcConnection(asyncio.Protocol):
         if last:
             parts.append(f.frame_header(len(f.OK_TRAILERS), f.HEADERS, _END, call.stream_id))
             parts.append(f.OK_TRAILERS)
-            self._finished(call)
         self._output += parts
         if not self._flush_scheduled:
             self._flush_scheduled = True
             self._loop.call_soon(self._flush)
+        if last:
+            self._finished(call)
         return True
 
     async def _send_slowly(self, call: Call, payload: bytes | bytearray, last: bool) -> None:
@@ -629,10 +633,28 @@ class GrpcConnection(asyncio.Protocol):
         return not self._calls
 
     def goaway(self) -> None:
-        """Refuse new calls; running ones finish (the server closes us once they have)."""
-        if not self._closing:
+        """Refuse new calls; running ones finish (the server closes us once they have).
+
+        As RFC 9113 6.8 advises: a first GOAWAY says no stream will be refused yet, and a
+        PING follows; once its ACK is back, every call the client sent before reading the
+        first GOAWAY has arrived, and the final GOAWAY names the last one.
+        """
+        if not self._going_away and not self._closing:
+            self._going_away = True
+            self._write(f.goaway(f.MAX_WINDOW, f.NO_ERROR) + _DRAIN_PING)
+            # A client that never answers the PING is not waited for long.
+            self._loop.call_later(1.0, self._last_goaway)
+
+    def _last_goaway(self) -> None:
+        if not self._closing and not self._closed:
             self._closing = True
             self._write(f.goaway(self._last_stream, f.NO_ERROR))
+        if self.idle:
+            self.close()
+
+    @property
+    def closing(self) -> bool:
+        return self._closing
 
     def cancel_calls(self) -> None:
         """The drain is over: cancel every running call (the client sees CANCELLED)."""
@@ -660,6 +682,8 @@ class GrpcConnection(asyncio.Protocol):
 
 
 _END = f.END_STREAM | f.END_HEADERS
+_DRAIN_PING_DATA = b"draining"
+_DRAIN_PING = f.frame_header(8, f.PING, 0, 0) + _DRAIN_PING_DATA
 
 
 def _RESPONSE_HEADERS_FRAME(stream_id: int) -> bytes:  # noqa: N802 - a constant's maker

@@ -8,9 +8,9 @@ send each one GOAWAY, wait for running calls, then cancel what is left.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import ssl
-import time
 
 from conveyor.protocol.grpc.methods import METHODS
 from conveyor.server.auth import BearerAuth
@@ -30,35 +30,23 @@ class GrpcService:
         self._idle: asyncio.Future[None] | None = None  # set when the last call ends
 
     def call_ended(self, connection: GrpcConnection) -> None:
-        if self.draining and connection.idle:
+        if connection.closing and connection.idle:
             connection.close()
-        if self._idle is not None and not self._idle.done() and self._all_idle():
-            self._idle.set_result(None)
 
     def connection_closed(self, connection: GrpcConnection) -> None:
-        if self._idle is not None and not self._idle.done() and self._all_idle():
+        if self._idle is not None and not self._idle.done() and not self.connections:
             self._idle.set_result(None)
 
-    def _all_idle(self) -> bool:
-        return all(connection.idle for connection in self.connections)
-
     async def drain(self, grace: float | None) -> None:
-        """GOAWAY to every connection; wait up to ``grace`` s for calls; cancel the rest."""
+        """GOAWAY to every connection; wait up to ``grace`` s for their calls to end (each
+        connection closes once it has none), then cancel what still runs."""
         self.draining = True
+        self._idle = asyncio.get_running_loop().create_future()
         for connection in list(self.connections):
             connection.goaway()
-            if connection.idle:
-                connection.close()
-        deadline = None if grace is None else time.monotonic() + grace
-        while not self._all_idle():
-            self._idle = asyncio.get_running_loop().create_future()
-            left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0:
-                break
-            try:
-                await asyncio.wait_for(self._idle, left)
-            except TimeoutError:
-                break
+        if self.connections:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self._idle), grace)
         for connection in list(self.connections):
             connection.cancel_calls()
             connection.close()
