@@ -44,12 +44,17 @@ STREAM_WINDOW = 16 * 1024 * 1024
 CONNECTION_WINDOW = 256 * 1024 * 1024
 MAX_HEADER_BLOCK = 256 * 1024  # bytes of one (compressed) header block, CONTINUATIONs included
 MAX_CONCURRENT_STREAMS = 4096
+# The largest frame clients may send: DATA as large as HTTP/2 allows (fewer frames to parse
+# for a big message; their payload is never held whole), other frames (held until whole)
+# no larger than a header block.
+MAX_FRAME = 2**24 - 1
 
 SERVER_PREFACE = f.settings(
     {
         f.SETTINGS_MAX_CONCURRENT_STREAMS: MAX_CONCURRENT_STREAMS,
         f.SETTINGS_INITIAL_WINDOW_SIZE: STREAM_WINDOW,
         f.SETTINGS_MAX_HEADER_LIST_SIZE: MAX_HEADER_BLOCK,
+        f.SETTINGS_MAX_FRAME_SIZE: MAX_FRAME,
         f.SETTINGS_ENABLE_PUSH: 0,
     }
 ) + f.window_update(0, CONNECTION_WINDOW - f.DEFAULT_WINDOW)
@@ -165,7 +170,7 @@ class GrpcConnection(asyncio.Protocol):
             if end - position < 9:
                 break
             length, kind, flags, stream_id = f.parse_header(data, position)
-            if length > f.DEFAULT_MAX_FRAME:
+            if length > (MAX_FRAME if kind == f.DATA else MAX_HEADER_BLOCK):
                 raise ConnectionError_(f.FRAME_SIZE_ERROR, f"a frame of {length} bytes")
             if self._headers_stream and kind != f.CONTINUATION:
                 raise ConnectionError_(f.PROTOCOL_ERROR, "a header block was not continued")
@@ -530,29 +535,34 @@ class GrpcConnection(asyncio.Protocol):
             call.headers_sent = True
             self._write(_RESPONSE_HEADERS_FRAME(call.stream_id))
         sent = -5  # the 5-byte prefix goes first
+        stream_id = call.stream_id
         while sent < size:
             if call.finished or self._closed:
                 return
             if self._writable is not None and not self._writable.done():
                 await self._writable
                 continue
-            room = min(self._send_window, call.send_window, self._max_frame)
-            if room <= 0:
+            room = min(self._send_window, call.send_window, size - sent)
+            if room <= 0 or (sent < 0 and room < 5):
                 self._window_grew = self._window_grew or self._loop.create_future()
                 await self._window_grew
                 continue
-            chunk = min(room, size - sent)
-            parts: list[Any] = [f.frame_header(chunk, f.DATA, 0, call.stream_id)]
-            if sent < 0:
-                parts.append(_prefix(size))
-                parts.append(view[: chunk - 5])
-            else:
-                parts.append(view[sent : sent + chunk])
+            # Every frame the windows allow now, in one write.
+            self._send_window -= room
+            call.send_window -= room
+            parts: list[Any] = []
+            while room:
+                chunk = min(room, self._max_frame)
+                parts.append(f.frame_header(chunk, f.DATA, 0, stream_id))
+                if sent < 0:
+                    parts.append(_prefix(size))
+                    parts.append(view[: chunk - 5])
+                else:
+                    parts.append(view[sent : sent + chunk])
+                sent += chunk
+                room -= chunk
             self._output += parts
             self._flush()
-            self._send_window -= chunk
-            call.send_window -= chunk
-            sent += chunk
         if last:
             self._end(call, grpc.StatusCode.OK, "")
 
