@@ -14,7 +14,7 @@ import struct
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable
-from typing import Any, NoReturn
+from typing import Any, NoReturn, cast
 
 import grpc
 
@@ -30,7 +30,7 @@ _PREFIX = struct.Struct(">BI")  # compressed flag, message length
 class CallContext:
     """``grpc.aio.ServicerContext``'s methods that the servicer uses, for one call."""
 
-    __slots__ = ("_metadata", "_deadline", "_code", "_details")
+    __slots__ = ("_code", "_deadline", "_details", "_metadata")
 
     def __init__(self, metadata: Metadata, timeout: float | None) -> None:
         self._metadata = metadata
@@ -85,9 +85,22 @@ class Call:
     """
 
     __slots__ = (
-        "stream_id", "method", "context", "send_window", "headers_sent", "remote_closed",
-        "finished", "task", "messages", "_waiter", "_prefix", "_prefix_have", "_body",
-        "_body_have", "_limit", "unread_credit",
+        "_body",
+        "_body_have",
+        "_limit",
+        "_prefix",
+        "_prefix_have",
+        "_waiter",
+        "context",
+        "finished",
+        "headers_sent",
+        "messages",
+        "method",
+        "remote_closed",
+        "send_window",
+        "stream_id",
+        "task",
+        "unread_credit",
     )  # fmt: skip
 
     def __init__(
@@ -102,7 +115,7 @@ class Call:
         self.remote_closed = False  # the client sent END_STREAM
         self.finished = False  # our END_STREAM (or a reset) is sent
         self.task: asyncio.Task[None] | None = None
-        self.messages: deque[bytes | bytearray] = deque()
+        self.messages: deque[bytes] = deque()
         self._waiter: asyncio.Future[None] | None = None
         self._prefix = bytearray()
         self._prefix_have = 0
@@ -126,7 +139,9 @@ class Call:
                 start += take
                 if self._body_have == len(body):
                     self._body = None
-                    self._deliver(body)
+                    # Handed on as is, not copied to bytes: every deserializer here (protobuf,
+                    # wire.split_raw) reads any buffer.
+                    self._deliver(cast(bytes, body))
                 continue
             if self._prefix_have == 0 and end - start >= 5:
                 flag, length = _PREFIX.unpack_from(data, start)
@@ -156,7 +171,7 @@ class Call:
         """Part of a message was received, not all of it."""
         return self._body is not None or self._prefix_have > 0
 
-    def _deliver(self, message: bytes | bytearray) -> None:
+    def _deliver(self, message: bytes) -> None:
         self.messages.append(message)
         self.wake()
 
@@ -173,7 +188,7 @@ class Call:
 class _Requests:
     """Async iterator over a streaming call's messages; ends at the client's END_STREAM."""
 
-    __slots__ = ("_call", "_give_credit", "_deserialize")
+    __slots__ = ("_call", "_deserialize", "_give_credit")
 
     def __init__(self, call: Call, give_credit: Callable[[Call], None]) -> None:
         self._call = call

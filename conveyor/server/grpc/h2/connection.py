@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import grpc
 import hpack
@@ -361,13 +361,13 @@ class GrpcConnection(asyncio.Protocol):
         A client repeating a call sends the same few bytes (indexed fields) each time; their
         meaning changes only when the table does, so the cache is emptied whenever it does.
         """
-        fields = self._decoded.get(block)
-        if fields is not None:
-            return fields
+        cached = self._decoded.get(block)
+        if cached is not None:
+            return cached
         entries = self._decoder.header_table.dynamic_entries
         before = (len(entries), id(entries[0]) if entries else 0)
         try:
-            fields = self._decoder.decode(block, raw=True)
+            fields = cast(list[tuple[bytes, bytes]], self._decoder.decode(block, raw=True))
         except Exception as exc:  # hpack's errors; the table is now unusable
             raise ConnectionError_(f.COMPRESSION_ERROR, f"bad header block: {exc}") from None
         if (len(entries), id(entries[0]) if entries else 0) != before:
@@ -696,7 +696,7 @@ _DRAIN_PING_DATA = b"draining"
 _DRAIN_PING = f.frame_header(8, f.PING, 0, 0) + _DRAIN_PING_DATA
 
 
-def _RESPONSE_HEADERS_FRAME(stream_id: int) -> bytes:  # noqa: N802 - a constant's maker
+def _RESPONSE_HEADERS_FRAME(stream_id: int) -> bytes:
     return f.frame_header(len(f.RESPONSE_HEADERS), f.HEADERS, f.END_HEADERS, stream_id) + (
         f.RESPONSE_HEADERS
     )

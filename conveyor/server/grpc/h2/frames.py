@@ -92,9 +92,7 @@ def rst_stream(stream_id: int, code: int) -> bytes:
 
 
 def goaway(last_stream_id: int, code: int, debug: bytes = b"") -> bytes:
-    return (
-        frame_header(8 + len(debug), GOAWAY, 0, 0) + _GOAWAY.pack(last_stream_id, code) + debug
-    )
+    return frame_header(8 + len(debug), GOAWAY, 0, 0) + _GOAWAY.pack(last_stream_id, code) + debug
 
 
 def read_u32(payload: bytes | memoryview) -> int:
