@@ -6,9 +6,9 @@ every request with one prebuilt binary response (asyncio + httptools, no framewo
 inference), and a gRPC server that does the same with a prebuilt ModelInferResponse (on
 grpcio's server, and with ``--grpc-transports grpcio,conveyor`` on Conveyor's own HTTP/2
 transport too). It then drives the ``tiny`` request through them, and through the engine
-in-process, and reports infer/s and the generator's CPU use. ``infer/s per generator core`` (throughput
-divided by the CPU the generator burned) is its ceiling even where the canned server, not
-the generator, saturated first.
+in-process, and reports infer/s and the generator's CPU use. ``infer/s per generator core``
+(throughput divided by the CPU the generator burned) is its ceiling even where the canned
+server, not the generator, saturated first.
 """
 
 from __future__ import annotations
