@@ -97,19 +97,25 @@ def _model_of(request: Any) -> str | None:
     return None
 
 
+# What a serializer returns: a message's wire bytes, or those bytes in pieces (buffers in
+# order; the infer methods answer so, to send tensors without copying them).
+Serialized = bytes | list[Any]
+Codecs = dict[str, tuple[Callable[[bytes], Any], Callable[[Any], Serialized]]]
+
+
 @dataclasses.dataclass(frozen=True)
 class Bound:
     """One method ready to serve: its implementation and how its messages are read/written."""
 
     function: Callable[..., Any]
     deserialize: Callable[[bytes], Any]
-    serialize: Callable[[Any], bytes]
+    serialize: Callable[[Any], Serialized]
     streaming: bool  # bidirectional; otherwise unary
 
 
 def bind(
     implementations: dict[str, Any],
-    codecs: dict[str, tuple[Callable[[bytes], Any], Callable[[Any], bytes]]] | None = None,
+    codecs: Codecs | None = None,
     access: AccessLog | None = None,
 ) -> dict[str, Bound]:
     """Method name -> :class:`Bound`, by the rules :func:`generic_handler` documents.
@@ -136,9 +142,19 @@ def bind(
     return bound
 
 
+def _joined(serialize: Callable[[Any], Serialized]) -> Callable[[Any], bytes]:
+    """``serialize`` for grpcio, which takes bytes only: pieces are joined (one copy)."""
+
+    def write(response: Any) -> bytes:
+        serialized = serialize(response)
+        return serialized if isinstance(serialized, bytes) else b"".join(serialized)
+
+    return write
+
+
 def generic_handler(
     implementations: dict[str, Any],
-    codecs: dict[str, tuple[Callable[[bytes], Any], Callable[[Any], bytes]]] | None = None,
+    codecs: Codecs | None = None,
     access: AccessLog | None = None,
 ) -> grpc.GenericRpcHandler:
     """A handler serving ``implementations`` (method name -> coroutine or async generator).
@@ -160,7 +176,7 @@ def generic_handler(
     for name, method in bind(implementations, codecs, access).items():
         kwargs = {
             "request_deserializer": method.deserialize,
-            "response_serializer": method.serialize,
+            "response_serializer": _joined(method.serialize),
         }
         if method.streaming:
             handlers[name] = grpc.stream_stream_rpc_method_handler(method.function, **kwargs)

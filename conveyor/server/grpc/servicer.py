@@ -29,7 +29,7 @@ from conveyor.server.grpc.errors import (
     details,
     status_code,
 )
-from conveyor.server.grpc.service import unparseable
+from conveyor.server.grpc.service import Codecs, unparseable
 from conveyor.server.grpc.trace import trace_setting, traceparent
 
 if TYPE_CHECKING:
@@ -91,7 +91,7 @@ class InferenceServicer:
 
     # -- inference ------------------------------------------------------------------------
 
-    def codecs(self) -> dict[str, tuple[Callable[[bytes], Any], Callable[[Any], bytes]]]:
+    def codecs(self) -> Codecs:
         """How the inference methods read and write messages (see :mod:`.wire`)."""
         return {
             "ModelInfer": (_read_infer_request, _write_infer_response),
@@ -119,7 +119,7 @@ class InferenceServicer:
                 raise
             if trace is not None:
                 trace.answered = time.perf_counter_ns()
-            response = converters.infer_response_bytes(
+            response = converters.infer_response_parts(
                 call.model,
                 future.model_version or "",
                 call.request_id,
@@ -176,7 +176,7 @@ class InferenceServicer:
 
     async def ModelStreamInfer(
         self, requests: AsyncIterator[Received | InvalidInput], context: Context
-    ) -> AsyncIterator[bytes | pb.ModelStreamInferResponse]:
+    ) -> AsyncIterator[bytes | list[Any] | pb.ModelStreamInferResponse]:
         """Run every request of the stream at once; answer each the moment it completes.
 
         A request that fails is answered in-band (``error_message`` plus an
@@ -256,7 +256,7 @@ class InferenceServicer:
                 unanswered -= 1
                 if answer is _ANSWERED:
                     continue
-                assert isinstance(answer, bytes | pb.ModelStreamInferResponse)
+                assert isinstance(answer, bytes | list | pb.ModelStreamInferResponse)
                 yield answer
         finally:
             self._streams.discard(answers)
@@ -457,10 +457,11 @@ def _read_infer_request(data: bytes) -> Received | InvalidInput:
         return unparseable(pb.ModelInferRequest, exc, data)
 
 
-def _write_infer_response(response: bytes | Message) -> bytes:
-    # Infer answers are pre-serialized bytes (converters.infer_response_bytes,
-    # stream_response_bytes); errors are still messages.
-    return response if isinstance(response, bytes) else response.SerializeToString()
+def _write_infer_response(response: bytes | list[Any] | Message) -> bytes | list[Any]:
+    # Infer answers are pre-serialized, in pieces (converters.infer_response_parts,
+    # stream_response_parts; a transport joins them or writes them as they are); decoupled
+    # partial answers are bytes; errors are still messages.
+    return response.SerializeToString() if isinstance(response, Message) else response
 
 
 def _parse(data: dict[str, Any], message: type[R]) -> R:
@@ -471,7 +472,7 @@ def _parse(data: dict[str, Any], message: type[R]) -> R:
 
 def _stream_response(
     future: InferFuture, call: converters.InferCall
-) -> bytes | pb.ModelStreamInferResponse:
+) -> list[Any] | pb.ModelStreamInferResponse:
     if future.cancelled():
         error: BaseException | None = Cancelled("the request was cancelled")
     else:
@@ -479,7 +480,7 @@ def _stream_response(
     version = future.model_version or ""
     if error is None:
         try:
-            return converters.stream_response_bytes(
+            return converters.stream_response_parts(
                 call.model, version, call.request_id, future.result(), call.shared_memory.outputs
             )
         except Exception as exc:

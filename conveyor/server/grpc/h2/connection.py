@@ -32,6 +32,7 @@ from conveyor.server.grpc.h2.calls import (
     CompressedMessage,
     MessageTooLarge,
 )
+from conveyor.server.grpc.service import Serialized
 
 if TYPE_CHECKING:
     from conveyor.server.grpc.h2.server import GrpcService
@@ -44,6 +45,9 @@ STREAM_WINDOW = 16 * 1024 * 1024
 CONNECTION_WINDOW = 256 * 1024 * 1024
 MAX_HEADER_BLOCK = 256 * 1024  # bytes of one (compressed) header block, CONTINUATIONs included
 MAX_CONCURRENT_STREAMS = 4096
+# A response in pieces up to this size is joined before it is written (cheaper than many
+# small buffers); a larger one is written from its pieces, tensors uncopied.
+SMALL_PAYLOAD = 64 * 1024
 # The largest frame clients may send: DATA as large as HTTP/2 allows (fewer frames to parse
 # for a big message; their payload is never held whole), other frames (held until whole)
 # no larger than a header block.
@@ -123,17 +127,16 @@ class GrpcConnection(asyncio.Protocol):
                 call.task.cancel()
         self._calls.clear()
         self._wake_senders()
-        writable = self._writable
-        if writable is not None and not writable.done():
-            writable.set_result(None)
+        self.resume_writing()  # a sender waiting for room sees the connection closed
         self._service.connection_closed(self)
 
     def pause_writing(self) -> None:
-        if self._writable is None or self._writable.done():
+        if self._writable is None:
             self._writable = self._loop.create_future()
 
     def resume_writing(self) -> None:
         writable = self._writable
+        self._writable = None
         if writable is not None and not writable.done():
             writable.set_result(None)
 
@@ -487,14 +490,23 @@ class GrpcConnection(asyncio.Protocol):
 
     # -- sending --------------------------------------------------------------------------
 
-    def _send(self, call: Call, payload: bytes | bytearray, last: bool) -> bool:
+    def _send(self, call: Call, payload: Serialized, last: bool) -> bool:
         """Write one message (and, if ``last``, the OK trailers) now if the windows allow.
 
-        False: nothing was written; send it with :meth:`_send_slowly`.
+        ``payload``: the message's bytes, or its pieces (a large one is written as they are:
+        a tensor goes from its numpy buffer to the socket). False: nothing was written; send
+        it with :meth:`_send_slowly`.
         """
         if call.finished or self._closed:
             return True
-        size = len(payload)
+        if isinstance(payload, bytes):
+            size = len(payload)
+            pieces: list[Any] = [payload]
+        else:
+            pieces = [_byte_view(piece) for piece in payload]
+            size = sum(len(piece) for piece in pieces)
+            if size <= SMALL_PAYLOAD:  # a few small pieces: one buffer is cheaper to write
+                pieces = [b"".join(pieces)]
         if size > self._service.max_message:
             self._refuse_response(call, size)
             return True
@@ -514,7 +526,7 @@ class GrpcConnection(asyncio.Protocol):
             parts.append(_RESPONSE_HEADERS_FRAME(call.stream_id))
         parts.append(f.frame_header(framed, f.DATA, 0, call.stream_id))
         parts.append(_prefix(size))
-        parts.append(payload)
+        parts += pieces
         if last:
             parts.append(f.frame_header(len(f.OK_TRAILERS), f.HEADERS, _END, call.stream_id))
             parts.append(f.OK_TRAILERS)
@@ -526,40 +538,39 @@ class GrpcConnection(asyncio.Protocol):
             self._finished(call)
         return True
 
-    async def _send_slowly(self, call: Call, payload: bytes | bytearray, last: bool) -> None:
+    async def _send_slowly(self, call: Call, payload: Serialized, last: bool) -> None:
         """Write one message in as many DATA frames as the client's windows and frame size
         need, waiting for window updates and for the transport's buffer to drain."""
-        size = len(payload)
-        view = memoryview(payload)
+        pieces = (
+            [_byte_view(payload)] if isinstance(payload, bytes) else list(map(_byte_view, payload))
+        )
+        size = sum(len(piece) for piece in pieces)
+        cursor = _Cursor([memoryview(_prefix(size)), *pieces])
         if not call.headers_sent:
             call.headers_sent = True
             self._write(_RESPONSE_HEADERS_FRAME(call.stream_id))
-        sent = -5  # the 5-byte prefix goes first
+        left = size + 5
         stream_id = call.stream_id
-        while sent < size:
+        while left:
             if call.finished or self._closed:
                 return
-            if self._writable is not None and not self._writable.done():
+            if self._writable is not None:
                 await self._writable
                 continue
-            room = min(self._send_window, call.send_window, size - sent)
-            if room <= 0 or (sent < 0 and room < 5):
+            room = min(self._send_window, call.send_window, left)
+            if room <= 0:
                 self._window_grew = self._window_grew or self._loop.create_future()
                 await self._window_grew
                 continue
             # Every frame the windows allow now, in one write.
             self._send_window -= room
             call.send_window -= room
+            left -= room
             parts: list[Any] = []
             while room:
                 chunk = min(room, self._max_frame)
                 parts.append(f.frame_header(chunk, f.DATA, 0, stream_id))
-                if sent < 0:
-                    parts.append(_prefix(size))
-                    parts.append(view[: chunk - 5])
-                else:
-                    parts.append(view[sent : sent + chunk])
-                sent += chunk
+                parts += cursor.take(chunk)
                 room -= chunk
             self._output += parts
             self._flush()
@@ -700,6 +711,38 @@ def _RESPONSE_HEADERS_FRAME(stream_id: int) -> bytes:
     return f.frame_header(len(f.RESPONSE_HEADERS), f.HEADERS, f.END_HEADERS, stream_id) + (
         f.RESPONSE_HEADERS
     )
+
+
+class _Cursor:
+    """Reads consecutive byte ranges across a list of buffers, as views (no copies)."""
+
+    __slots__ = ("_index", "_offset", "_pieces")
+
+    def __init__(self, pieces: list[memoryview]) -> None:
+        self._pieces = pieces
+        self._index = 0
+        self._offset = 0
+
+    def take(self, count: int) -> list[memoryview]:
+        out = []
+        while count:
+            piece = self._pieces[self._index]
+            taken = min(count, len(piece) - self._offset)
+            out.append(piece[self._offset : self._offset + taken])
+            self._offset += taken
+            count -= taken
+            if self._offset == len(piece):
+                self._index += 1
+                self._offset = 0
+        return out
+
+
+def _byte_view(piece: Any) -> Any:
+    """``piece`` as something a transport writes whose len() is its size in bytes."""
+    if isinstance(piece, bytes):
+        return piece
+    view = memoryview(piece)
+    return view if view.format == "B" and view.ndim == 1 else view.cast("B")
 
 
 def _prefix(size: int) -> bytes:
