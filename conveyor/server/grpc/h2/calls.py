@@ -25,6 +25,8 @@ Metadata = tuple[tuple[str, str | bytes], ...]
 UNREAD_MESSAGES = 4
 
 _PREFIX = struct.Struct(">BI")  # compressed flag, message length
+# Reads go straight into a message's buffer when at least this much of it is still to come.
+DIRECT_READ = 32 * 1024
 
 
 class CallContext:
@@ -166,6 +168,26 @@ class Call:
             else:
                 self._body = bytearray(length)
                 self._body_have = 0
+
+    def direct_buffer(self, limit: int) -> memoryview | None:
+        """The unfilled part of the message being received, at most ``limit`` bytes, for a
+        read to land in directly; None when no large message is being filled."""
+        body = self._body
+        if body is None:
+            return None
+        count = min(len(body) - self._body_have, limit)
+        if count < DIRECT_READ:
+            return None
+        return memoryview(body)[self._body_have : self._body_have + count]
+
+    def filled(self, count: int) -> None:
+        """``count`` bytes were read into :meth:`direct_buffer`'s view."""
+        body = self._body
+        assert body is not None
+        self._body_have += count
+        if self._body_have == len(body):
+            self._body = None
+            self._deliver(cast(bytes, body))
 
     def partial(self) -> bool:
         """Part of a message was received, not all of it."""

@@ -45,6 +45,7 @@ STREAM_WINDOW = 16 * 1024 * 1024
 CONNECTION_WINDOW = 256 * 1024 * 1024
 MAX_HEADER_BLOCK = 256 * 1024  # bytes of one (compressed) header block, CONTINUATIONs included
 MAX_CONCURRENT_STREAMS = 4096
+READ_SIZE = 256 * 1024  # the scratch buffer reads go into (but those into a message)
 # A response in pieces up to this size is joined before it is written (cheaper than many
 # small buffers); a larger one is written from its pieces, tensors uncopied.
 SMALL_PAYLOAD = 64 * 1024
@@ -74,12 +75,14 @@ class ConnectionError_(Exception):
         self.code = code
 
 
-class GrpcConnection(asyncio.Protocol):
+class GrpcConnection(asyncio.BufferedProtocol):
     def __init__(self, service: GrpcService) -> None:
         self._service = service
         self._transport: asyncio.Transport | None = None
         self._loop = asyncio.get_running_loop()
         self._pending = b""  # an incomplete frame
+        self._scratch = memoryview(bytearray(READ_SIZE))
+        self._direct: Call | None = None  # the call whose message the last read went into
         self._preface = False
         self._decoder = hpack.Decoder()
         self._decoder.max_header_list_size = MAX_HEADER_BLOCK
@@ -139,6 +142,33 @@ class GrpcConnection(asyncio.Protocol):
         self._writable = None
         if writable is not None and not writable.done():
             writable.set_result(None)
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        """Where the next read goes: straight into a message's buffer while a DATA frame's
+        payload fills one (the bytes are never copied again), else a scratch buffer."""
+        call = self._data_call
+        if self._data_left and call is not None and not call.finished:
+            target = call.direct_buffer(self._data_left)
+            if target is not None:
+                self._direct = call
+                return target
+        self._direct = None
+        return self._scratch
+
+    def buffer_updated(self, nbytes: int) -> None:
+        call = self._direct
+        if call is None:
+            self.data_received(bytes(self._scratch[:nbytes]))
+            return
+        self._direct = None
+        self._data_left -= nbytes
+        try:
+            call.filled(nbytes)
+            if not self._data_left and not self._data_padding:
+                self._data_done()
+        except Exception:
+            log.exception("gRPC connection failed")
+            self._fail(f.INTERNAL_ERROR, "internal error")
 
     def data_received(self, data: bytes) -> None:
         try:
