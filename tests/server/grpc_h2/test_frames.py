@@ -28,7 +28,7 @@ from tests.server.grpc_h2.raw_client import (
     grpc_message,
 )
 
-OK, CANCELLED, INVALID_ARGUMENT, RESOURCE_EXHAUSTED, UNIMPLEMENTED, INTERNAL = 0, 1, 3, 8, 12, 13
+OK, INVALID_ARGUMENT, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, UNIMPLEMENTED = 0, 3, 4, 8, 12
 
 
 def tiny_request(request_id: str = "") -> bytes:
@@ -278,3 +278,14 @@ def test_window_update_and_settings_frames_of_a_bad_size_end_the_connection(
         client.send(frame(WINDOW_UPDATE, 0, 0, struct.pack(">H", 1)))
         assert any(f.kind == GOAWAY for f in client.until_eof())
     tritonclient_still_serves(server)
+
+
+def test_a_call_past_its_grpc_timeout_is_deadline_exceeded(server: RunningServer) -> None:
+    with RawClient(server.grpc_port) as client:
+        # The model sleeps 1 s; the client allows 100 ms and, unlike a real client, never
+        # cancels by itself: the server ends the call.
+        answer = client.call(
+            "ModelInfer", runs_request(b"late", 1.0), extra=[("grpc-timeout", "100m")]
+        )
+        assert answer.status() == DEADLINE_EXCEEDED, answer.message()
+        assert client.call("ModelInfer", tiny_request()).status() == OK

@@ -94,6 +94,7 @@ class Call:
         "_prefix_have",
         "_waiter",
         "context",
+        "deadline_timer",
         "finished",
         "headers_sent",
         "messages",
@@ -125,6 +126,7 @@ class Call:
         self._body_have = 0
         self._limit = limit
         self.unread_credit = 0  # received bytes not yet given back to the client's window
+        self.deadline_timer: asyncio.TimerHandle | None = None  # ends the call at its deadline
 
     # -- receiving ------------------------------------------------------------------------
 

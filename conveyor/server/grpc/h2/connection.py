@@ -459,10 +459,21 @@ class GrpcConnection(asyncio.BufferedProtocol):
             except Unauthenticated as exc:
                 self._end(call, grpc.StatusCode.UNAUTHENTICATED, exc.message)
                 return
+        if timeout is not None:
+            call.deadline_timer = self._loop.call_later(timeout, self._deadline_passed, call)
         if method.streaming:
             call.task = self._loop.create_task(self._stream(call))
         elif ended:
             self._end(call, grpc.StatusCode.INTERNAL, "the call sent no request message")
+
+    def _deadline_passed(self, call: Call) -> None:
+        """The client's ``grpc-timeout`` ran out: the call is cancelled, as grpcio does."""
+        call.deadline_timer = None
+        if call.finished:
+            return
+        if call.task is not None:
+            call.task.cancel()
+        self._end(call, grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")
 
     def _remote_closed(self, call: Call) -> None:
         call.remote_closed = True
@@ -632,6 +643,8 @@ class GrpcConnection(asyncio.BufferedProtocol):
 
     def _finished(self, call: Call) -> None:
         call.finished = True
+        if call.deadline_timer is not None:
+            call.deadline_timer.cancel()
         self._calls.pop(call.stream_id, None)
         if not call.remote_closed:
             # The client may still be sending; tell it to stop (RFC 9113 8.1).
