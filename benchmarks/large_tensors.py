@@ -8,8 +8,9 @@ HTTP (binary extension) and gRPC (raw contents); ``tiny`` over gRPC unary and ov
 ModelStreamInfer stream at concurrency 16. The gRPC scenarios run once per gRPC transport
 (``--grpc-transport conveyor``, Conveyor's own HTTP/2 server, and ``grpcio``), each a column.
 Beside them: the in-process engine on the same model and concurrency (the limit a server is
-held to), and ``conveyor bench ceiling`` (servers that answer a canned response without
-inference, on both transports: what the generator and the transport cost).
+held to), and servers that answer a canned response without inference (what the generator
+and the transport cost): ``conveyor bench ceiling``'s, and the same canned gRPC service on
+Conveyor's transport (``benchmarks/grpc_ceiling.py``).
 
 The server runs pinned to core 0, the generator to core 1. ``--baseline REF`` extracts that
 commit with ``git archive`` into a temporary folder and serves it the same way right after
@@ -32,7 +33,7 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from benchmarks import common
+from benchmarks import common, grpc_ceiling
 from benchmarks.common import IDENTITY_SHAPE, markdown, ms, pin_plan, pinned, rate
 from conveyor.bench import BenchSpec, Point, Report, TargetSpec, run_bench
 from conveyor.bench.ceiling import measure as measure_ceiling
@@ -225,9 +226,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ceiling: list[Report] = []
     if not args.no_ceiling:
         print("== conveyor bench ceiling", file=sys.stderr)
-        ceiling = measure_ceiling(
-            args.duration, (16,), (1,), progress=False, grpc_transports=("grpcio", "conveyor")
-        )
+        ceiling = measure_ceiling(args.duration, (16,), (1,), progress=False)
+        ceiling += grpc_ceiling.measure(args.duration, 16, cpus)
     command = "python -m benchmarks.large_tensors " + shlex.join(
         list(argv if argv is not None else sys.argv[1:])
     )

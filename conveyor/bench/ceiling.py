@@ -3,12 +3,11 @@
 ``conveyor bench ceiling`` starts canned V2 servers in a child process (pinned to core 0
 where there are two cores; the generator stays on the other): an HTTP server that answers
 every request with one prebuilt binary response (asyncio + httptools, no framework, no
-inference), and a gRPC server that does the same with a prebuilt ModelInferResponse (on
-grpcio's server, and with ``--grpc-transports grpcio,conveyor`` on Conveyor's own HTTP/2
-transport too). It then drives the ``tiny`` request through them, and through the engine
-in-process, and reports infer/s and the generator's CPU use. ``infer/s per generator core``
-(throughput divided by the CPU the generator burned) is its ceiling even where the canned
-server, not the generator, saturated first.
+inference), and a gRPC server that does the same with a prebuilt ModelInferResponse. It
+then drives the ``tiny`` request through them, and through the engine in-process, and
+reports infer/s and the generator's CPU use. ``infer/s per generator core`` (throughput
+divided by the CPU the generator burned) is its ceiling even where the canned server, not
+the generator, saturated first.
 """
 
 from __future__ import annotations
@@ -86,9 +85,7 @@ class _CannedHttp(asyncio.Protocol):
         self.transport.write(self.response if post else self.not_found)
 
 
-async def _serve(
-    http_sock: socket.socket, grpc_port: int, ready, conveyor_port: int | None = None
-) -> None:
+async def _serve(http_sock: socket.socket, grpc_port: int, ready) -> None:
     import grpc
 
     loop = asyncio.get_running_loop()
@@ -120,33 +117,16 @@ async def _serve(
     server.add_generic_rpc_handlers((handler,))
     server.add_insecure_port(f"127.0.0.1:{grpc_port}")
     await server.start()
-    if conveyor_port is not None:
-        from conveyor.server.grpc.h2.server import GrpcService, start_h2_server
-        from conveyor.server.grpc.service import Bound
-
-        methods = {
-            "ModelInfer": Bound(infer, bytes, bytes, streaming=False),
-            "ModelStreamInfer": Bound(
-                stream, stream_method.request.FromString, _serialize, streaming=True
-            ),
-        }
-        await start_h2_server(GrpcService(methods, 64 << 20, None), "127.0.0.1", conveyor_port)
     ready.set()
     async with http:
         await asyncio.Event().wait()
 
 
-def _serialize(message: pb.ModelStreamInferResponse) -> bytes:
-    return message.SerializeToString()
-
-
-def _canned_main(
-    http_sock: socket.socket, grpc_port: int, ready, cpu: int | None, conveyor_port: int | None
-) -> None:
+def _canned_main(http_sock: socket.socket, grpc_port: int, ready, cpu: int | None) -> None:
     if cpu is not None:
         os.sched_setaffinity(0, {cpu})
     loop = new_event_loop()
-    loop.run_until_complete(_serve(http_sock, grpc_port, ready, conveyor_port))
+    loop.run_until_complete(_serve(http_sock, grpc_port, ready))
 
 
 def _free_port() -> int:
@@ -170,9 +150,7 @@ def measure(
     concurrency: Sequence[int] = (1, 16),
     processes: Sequence[int] = (1,),
     progress: bool = True,
-    grpc_transports: Sequence[str] = ("grpcio",),
 ) -> list[Report]:
-    """``grpc_transports``: the canned gRPC servers to drive, "grpcio" and/or "conveyor"."""
     server_cpu, generator_cpus = _pin_plan()
     context = multiprocessing.get_context("spawn")
     http_sock = socket.socket()
@@ -180,12 +158,9 @@ def measure(
     http_sock.listen(1024)
     http_port = http_sock.getsockname()[1]
     grpc_port = _free_port()
-    conveyor_port = _free_port() if "conveyor" in grpc_transports else None
     ready = context.Event()
     canned = context.Process(
-        target=_canned_main,
-        args=(http_sock, grpc_port, ready, server_cpu, conveyor_port),
-        daemon=True,
+        target=_canned_main, args=(http_sock, grpc_port, ready, server_cpu), daemon=True
     )
     canned.start()
     http_sock.close()
@@ -197,15 +172,14 @@ def measure(
         if generator_cpus:
             os.sched_setaffinity(0, generator_cpus)
         points = [Point(concurrency=c, warmup_s=0.5, duration_s=duration_s) for c in concurrency]
-        targets = [(TargetSpec(f"http://127.0.0.1:{http_port}", "tiny"), "canned http-binary")]
-        ports = {"grpcio": grpc_port, "conveyor": conveyor_port}
-        for transport in grpc_transports:
-            url = f"grpc://127.0.0.1:{ports[transport]}"
-            suffix = "" if transport == "grpcio" else f" ({transport} h2)"
-            targets += [
-                (TargetSpec(url, "tiny"), f"canned grpc{suffix}"),
-                (TargetSpec(url, "tiny", streaming=True), f"canned grpc-stream{suffix}"),
-            ]
+        targets = [
+            (TargetSpec(f"http://127.0.0.1:{http_port}", "tiny"), "canned http-binary"),
+            (TargetSpec(f"grpc://127.0.0.1:{grpc_port}", "tiny"), "canned grpc"),
+            (
+                TargetSpec(f"grpc://127.0.0.1:{grpc_port}", "tiny", streaming=True),
+                "canned grpc-stream",
+            ),
+        ]
         for spec, label in targets:
             for n in processes:
                 bench = BenchSpec(spec, processes=n, model_spec=TINY, label=f"{label} x{n} proc")
@@ -273,23 +247,13 @@ def main(argv: Sequence[str]) -> int:
         default="1,2",
         help="generator processes to try, e.g. 1,2 (default %(default)s)",
     )
-    p.add_argument(
-        "--grpc-transports",
-        default="grpcio",
-        help="canned gRPC servers: grpcio and/or conveyor (our HTTP/2), e.g. grpcio,conveyor",
-    )
     p.add_argument("-q", "--quiet", action="store_true")
     args = p.parse_args(argv)
-    transports = [t for t in args.grpc_transports.split(",") if t]
-    for transport in transports:
-        if transport not in ("grpcio", "conveyor"):
-            p.error(f"--grpc-transports: expected grpcio or conveyor, got {transport!r}")
     reports = measure(
         args.duration,
         [int(c) for c in args.concurrency.split(",")],
         [int(n) for n in args.processes.split(",")],
         progress=not args.quiet,
-        grpc_transports=transports,
     )
     print(format_ceiling(reports))
     sys.stdout.flush()

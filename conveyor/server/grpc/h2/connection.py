@@ -17,13 +17,13 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, Protocol, cast
 
 import grpc
 import hpack
 
 from conveyor.errors import Unauthenticated
-from conveyor.server.auth import OPEN_GRPC_METHODS
+from conveyor.server.auth import OPEN_GRPC_METHODS, BearerAuth
 from conveyor.server.grpc.h2 import frames as f
 from conveyor.server.grpc.h2.calls import (
     UNREAD_MESSAGES,
@@ -32,10 +32,24 @@ from conveyor.server.grpc.h2.calls import (
     CompressedMessage,
     MessageTooLarge,
 )
-from conveyor.server.grpc.service import Serialized
+from conveyor.server.grpc.service import Bound, Serialized
 
-if TYPE_CHECKING:
-    from conveyor.server.grpc.h2.server import GrpcService
+
+class Service(Protocol):
+    """What a connection needs of the server it belongs to (``h2.server.GrpcService``)."""
+
+    methods: dict[str, Bound]  # by path, "/inference.GRPCInferenceService/ModelInfer"
+    max_message: int
+    auth: BearerAuth | None
+    draining: bool
+
+    @property
+    def connections(self) -> set[GrpcConnection]: ...
+
+    def call_ended(self, connection: GrpcConnection) -> None: ...
+
+    def connection_closed(self, connection: GrpcConnection) -> None: ...
+
 
 log = logging.getLogger("conveyor.server.grpc")
 
@@ -76,7 +90,7 @@ class ConnectionError_(Exception):
 
 
 class GrpcConnection(asyncio.BufferedProtocol):
-    def __init__(self, service: GrpcService) -> None:
+    def __init__(self, service: Service) -> None:
         self._service = service
         self._transport: asyncio.Transport | None = None
         self._loop = asyncio.get_running_loop()
