@@ -65,12 +65,17 @@ def grpc_message(message: bytes) -> bytes:
 
 
 class RawClient:
-    def __init__(self, port: int, *, window: int = 65_535, settings: bool = True) -> None:
+    def __init__(
+        self, port: int, *, window: int = 65_535, settings: bool = True, give_back: bool = True
+    ) -> None:
+        """``give_back``: answer each DATA frame with WINDOW_UPDATEs of its size, as a client
+        that reads everything does (off: the test manages the windows itself)."""
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=20)
         self.encoder = hpack.Encoder()
         self.decoder = hpack.Decoder()
         self.buffer = b""
         self.window = window
+        self.give_back = give_back
         self.frames: list[Frame] = []  # every frame read, in order
         self.server_settings: dict[int, int] = {}
         self.answers: dict[int, Answer] = {}
@@ -192,6 +197,10 @@ class RawClient:
                 (answer.trailers if answer.headers else answer.headers).extend(fields)
                 answer.ended = answer._ending
         elif kind == DATA:
+            if self.give_back and payload:
+                increment = len(payload).to_bytes(4, "big")
+                self.send(frame(WINDOW_UPDATE, 0, 0, increment))
+                self.send(frame(WINDOW_UPDATE, 0, stream_id, increment))
             answer = self.answers.setdefault(stream_id, Answer())
             answer.data += payload
             answer.ended = bool(received.flags & END_STREAM)

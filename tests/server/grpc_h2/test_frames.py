@@ -174,7 +174,7 @@ def test_4_mib_both_ways_within_the_clients_small_windows(server: RunningServer)
     """The client keeps the default 64 KiB windows and 16 KiB frames, and gives window back
     only as it reads: the server never sends past them, and every byte comes back."""
     payload = np.random.default_rng(7).integers(0, 255, 4 * 1024 * 1024, np.uint8).tobytes()
-    with RawClient(server.grpc_port) as client:
+    with RawClient(server.grpc_port, give_back=False) as client:
         stream_id = client.headers("ModelInfer")
         client.data(stream_id, grpc_message(identity_request(payload)))
         window = {0: 65_535, stream_id: 65_535}
@@ -289,3 +289,28 @@ def test_a_call_past_its_grpc_timeout_is_deadline_exceeded(server: RunningServer
         )
         assert answer.status() == DEADLINE_EXCEEDED, answer.message()
         assert client.call("ModelInfer", tiny_request()).status() == OK
+
+
+def test_announced_messages_past_the_connections_budget_are_refused(
+    server: RunningServer,
+) -> None:
+    """Each prefix announces a maximal message and sends none of it: the server holds
+    buffers for a bounded number (64 MiB here), refuses the next, and serves the rest."""
+    with RawClient(server.grpc_port) as client:
+        announced = []
+        for _ in range(9):  # 9 x 8 MiB > 64 MiB
+            stream_id = client.headers("ModelInfer")
+            client.send(frame(DATA, 0, stream_id, b"\x00" + MAX_MESSAGE_BYTES.to_bytes(4, "big")))
+            announced.append(stream_id)
+        refused = client.until_closed(announced[-1])
+        assert refused.status() == RESOURCE_EXHAUSTED
+        assert "unfinished messages" in refused.message()
+        for stream_id in announced[:-1]:  # cancelled: their buffers are let go
+            client.reset(stream_id)
+        assert client.call("ModelInfer", tiny_request()).status() == OK
+        # After the resets the budget is free again.
+        stream_id = client.headers("ModelInfer")
+        payload = bytes(MAX_MESSAGE_BYTES - 64)
+        client.data(stream_id, grpc_message(identity_request(payload)))
+        answer = client.until_closed(stream_id)
+        assert answer.status() == OK, answer.message()

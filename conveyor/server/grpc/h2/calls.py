@@ -74,6 +74,29 @@ class MessageTooLarge(Exception):
         self.size = size
 
 
+class ReceiveBudgetSpent(Exception):
+    """The connection's calls already hold as many bytes of unfinished messages as allowed."""
+
+    def __init__(self, size: int, held: int, limit: int) -> None:
+        super().__init__(size)
+        self.size, self.held, self.limit = size, held, limit
+
+
+class ReceiveBudget:
+    """Bytes of message buffers allocated before their bytes arrived, for one connection.
+
+    A buffer is allocated whole once a message's prefix announces its size; without a bound,
+    a client could announce a maximal message on each of many streams, send none of them,
+    and have the server allocate for all.
+    """
+
+    __slots__ = ("held", "limit")
+
+    def __init__(self, limit: int) -> None:
+        self.held = 0
+        self.limit = limit
+
+
 class CompressedMessage(Exception):
     """A message flagged compressed on a call whose encoding is identity."""
 
@@ -89,6 +112,7 @@ class Call:
     __slots__ = (
         "_body",
         "_body_have",
+        "_budget",
         "_limit",
         "_prefix",
         "_prefix_have",
@@ -108,7 +132,7 @@ class Call:
 
     def __init__(
         self, stream_id: int, method: Bound | None, context: CallContext, send_window: int,
-        limit: int,
+        limit: int, budget: ReceiveBudget,
     ) -> None:  # fmt: skip
         self.stream_id = stream_id
         self.method = method
@@ -125,6 +149,7 @@ class Call:
         self._body: bytearray | None = None
         self._body_have = 0
         self._limit = limit
+        self._budget = budget
         self.unread_credit = 0  # received bytes not yet given back to the client's window
         self.deadline_timer: asyncio.TimerHandle | None = None  # ends the call at its deadline
 
@@ -143,6 +168,7 @@ class Call:
                 start += take
                 if self._body_have == len(body):
                     self._body = None
+                    self._budget.held -= len(body)
                     # Handed on as is, not copied to bytes: every deserializer here (protobuf,
                     # wire.split_raw) reads any buffer.
                     self._deliver(cast(bytes, body))
@@ -168,6 +194,10 @@ class Call:
                 self._deliver(data[start : start + length])
                 start += length
             else:
+                budget = self._budget
+                if budget.held + length > budget.limit:
+                    raise ReceiveBudgetSpent(length, budget.held, budget.limit)
+                budget.held += length
                 self._body = bytearray(length)
                 self._body_have = 0
 
@@ -189,7 +219,15 @@ class Call:
         self._body_have += count
         if self._body_have == len(body):
             self._body = None
+            self._budget.held -= len(body)
             self._deliver(cast(bytes, body))
+
+    def drop(self) -> None:
+        """The call ended: nothing more is received, its unfinished message is let go."""
+        self.finished = True
+        if self._body is not None:
+            self._budget.held -= len(self._body)
+            self._body = None
 
     def partial(self) -> bool:
         """Part of a message was received, not all of it."""

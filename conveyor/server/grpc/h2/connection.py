@@ -31,6 +31,8 @@ from conveyor.server.grpc.h2.calls import (
     CallContext,
     CompressedMessage,
     MessageTooLarge,
+    ReceiveBudget,
+    ReceiveBudgetSpent,
 )
 from conveyor.server.grpc.service import Bound, Serialized
 
@@ -59,6 +61,9 @@ STREAM_WINDOW = 16 * 1024 * 1024
 CONNECTION_WINDOW = 256 * 1024 * 1024
 MAX_HEADER_BLOCK = 256 * 1024  # bytes of one (compressed) header block, CONTINUATIONs included
 MAX_CONCURRENT_STREAMS = 4096
+# Bytes of announced, not yet received messages a connection may hold buffers for (at least
+# four of the largest messages allowed).
+UNFINISHED_BYTES = 64 * 1024 * 1024
 READ_SIZE = 256 * 1024  # the scratch buffer reads go into (but those into a message)
 # A response in pieces up to this size is joined before it is written (cheaper than many
 # small buffers); a larger one is written from its pieces, tensors uncopied.
@@ -101,6 +106,8 @@ class GrpcConnection(asyncio.BufferedProtocol):
         self._decoder = hpack.Decoder()
         self._decoder.max_header_list_size = MAX_HEADER_BLOCK
         self._decoded: dict[bytes, list[tuple[bytes, bytes]]] = {}
+        # Several maximal messages may be in flight at once; past that, calls are refused.
+        self._budget = ReceiveBudget(max(UNFINISHED_BYTES, 4 * service.max_message))
         self._calls: dict[int, Call] = {}
         self._last_stream = 0
         # DATA frame being read: its call (None: a closed stream's), bytes left, padding left.
@@ -139,7 +146,7 @@ class GrpcConnection(asyncio.BufferedProtocol):
         self._closed = True
         self._service.connections.discard(self)
         for call in self._calls.values():
-            call.finished = True
+            call.drop()
             if call.task is not None:
                 call.task.cancel()
         self._calls.clear()
@@ -272,6 +279,12 @@ class GrpcConnection(asyncio.BufferedProtocol):
                     call.feed(data, position, position + take)
                 except MessageTooLarge as exc:
                     self._refuse_message(call, exc.size)
+                except ReceiveBudgetSpent as exc:
+                    self._end(
+                        call, grpc.StatusCode.RESOURCE_EXHAUSTED,
+                        f"a message of {exc.size} bytes: this connection's calls already "
+                        f"hold {exc.held} bytes of unfinished messages (at most {exc.limit})",
+                    )  # fmt: skip
                 except CompressedMessage:
                     self._end(
                         call, grpc.StatusCode.INTERNAL,
@@ -358,7 +371,7 @@ class GrpcConnection(asyncio.BufferedProtocol):
         elif kind == f.RST_STREAM:
             call = self._calls.pop(stream_id, None)
             if call is not None:
-                call.finished = True  # the client cancelled it: nothing more is sent
+                call.drop()  # the client cancelled it: nothing more is sent
                 if call.task is not None:
                     call.task.cancel()
                 self._wake_senders()
@@ -451,7 +464,10 @@ class GrpcConnection(asyncio.BufferedProtocol):
         text_path = path.decode("latin-1")
         method = service.methods.get(text_path)
         context = CallContext(tuple(metadata), timeout)
-        call = Call(stream_id, method, context, self._initial_send_window, service.max_message)
+        call = Call(
+            stream_id, method, context, self._initial_send_window, service.max_message,
+            self._budget,
+        )  # fmt: skip
         call.remote_closed = ended
         self._calls[stream_id] = call
         if not content_type.startswith(b"application/grpc"):
@@ -656,7 +672,7 @@ class GrpcConnection(asyncio.BufferedProtocol):
         self._finished(call)
 
     def _finished(self, call: Call) -> None:
-        call.finished = True
+        call.drop()
         if call.deadline_timer is not None:
             call.deadline_timer.cancel()
         self._calls.pop(call.stream_id, None)
@@ -740,7 +756,7 @@ class GrpcConnection(asyncio.BufferedProtocol):
             if call.task is not None:
                 call.task.cancel()
             self._write(f.rst_stream(call.stream_id, f.CANCEL))
-            call.finished = True
+            call.drop()
         self._calls.clear()
 
     def close(self) -> None:
