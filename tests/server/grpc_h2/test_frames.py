@@ -314,3 +314,33 @@ def test_announced_messages_past_the_connections_budget_are_refused(
         client.data(stream_id, grpc_message(identity_request(payload)))
         answer = client.until_closed(stream_id)
         assert answer.status() == OK, answer.message()
+
+
+def test_a_stream_without_window_does_not_hold_up_the_others(server: RunningServer) -> None:
+    """Two 1 MiB answers on one connection; the client gives window back to the second
+    stream only: the second completes while the first waits, then the first completes."""
+    payload = bytes(range(256)) * 4096  # 1 MiB
+    with RawClient(server.grpc_port, give_back=False) as client:
+        stalled = client.headers("ModelInfer")
+        client.data(stalled, grpc_message(identity_request(payload)))
+        flowing = client.headers("ModelInfer")
+        client.data(flowing, grpc_message(identity_request(payload)))
+        while not client.answers[flowing].ended:
+            received = client.read_frame()
+            assert received is not None, "connection closed"
+            if received.kind == DATA and received.payload:
+                size = len(received.payload).to_bytes(4, "big")
+                client.send(frame(WINDOW_UPDATE, 0, 0, size))  # the connection's, always
+                if received.stream_id == flowing:
+                    client.send(frame(WINDOW_UPDATE, 0, flowing, size))
+        answer = client.answers[flowing]
+        assert answer.status() == OK, answer.message()
+        (message,) = answer.messages()
+        assert pb.ModelInferResponse.FromString(message).raw_output_contents[0] == payload
+        assert not client.answers[stalled].ended
+        client.send(frame(WINDOW_UPDATE, 0, stalled, (8 << 20).to_bytes(4, "big")))
+        client.send(frame(WINDOW_UPDATE, 0, 0, (8 << 20).to_bytes(4, "big")))
+        answer = client.until_closed(stalled)
+        assert answer.status() == OK, answer.message()
+        (message,) = answer.messages()
+        assert pb.ModelInferResponse.FromString(message).raw_output_contents[0] == payload

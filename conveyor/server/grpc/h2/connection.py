@@ -124,6 +124,11 @@ class GrpcConnection(asyncio.BufferedProtocol):
         self._initial_send_window = f.DEFAULT_WINDOW
         self._max_frame = f.DEFAULT_MAX_FRAME
         self._window_grew: asyncio.Future[None] | None = None
+        # Large messages go out one after another, not interleaved: the client completes
+        # (and gives window back for) each in turn instead of holding parts of all of them
+        # while the connection's window is spent. A message whose own stream has no window
+        # steps aside for the others.
+        self._send_turn = asyncio.Lock()
         self._writable: asyncio.Future[None] | None = None  # set while the transport is full
         self._connection_credit = 0
         # Frames queued this turn of the loop (one write for all: fewer system calls).
@@ -622,31 +627,51 @@ class GrpcConnection(asyncio.BufferedProtocol):
             self._write(_RESPONSE_HEADERS_FRAME(call.stream_id))
         left = size + 5
         stream_id = call.stream_id
-        while left:
-            if call.finished or self._closed:
-                return
-            if self._writable is not None:
-                await self._writable
-                continue
-            room = min(self._send_window, call.send_window, left)
-            if room <= 0:
-                self._window_grew = self._window_grew or self._loop.create_future()
-                await self._window_grew
-                continue
-            # Every frame the windows allow now, in one write.
-            self._send_window -= room
-            call.send_window -= room
-            left -= room
-            parts: list[Any] = []
-            while room:
-                chunk = min(room, self._max_frame)
-                parts.append(f.frame_header(chunk, f.DATA, 0, stream_id))
-                parts += cursor.take(chunk)
-                room -= chunk
-            self._output += parts
-            self._flush()
+        turn = self._send_turn
+        held = False
+        try:
+            await turn.acquire()
+            held = True
+            while left:
+                if call.finished or self._closed:
+                    return
+                if self._writable is not None:
+                    await self._writable
+                    continue
+                if call.send_window <= 0:
+                    # Only this stream is blocked: let the others' messages go meanwhile.
+                    turn.release()
+                    held = False
+                    await self._window_growth()
+                    await turn.acquire()
+                    held = True
+                    continue
+                room = min(self._send_window, call.send_window, left)
+                if room <= 0:
+                    await self._window_growth()
+                    continue
+                # Every frame the windows allow now, in one write.
+                self._send_window -= room
+                call.send_window -= room
+                left -= room
+                parts: list[Any] = []
+                while room:
+                    chunk = min(room, self._max_frame)
+                    parts.append(f.frame_header(chunk, f.DATA, 0, stream_id))
+                    parts += cursor.take(chunk)
+                    room -= chunk
+                self._output += parts
+                self._flush()
+        finally:
+            if held:
+                turn.release()
         if last:
             self._end(call, grpc.StatusCode.OK, "")
+
+    async def _window_growth(self) -> None:
+        """Until the client gives window back (a WINDOW_UPDATE or SETTINGS)."""
+        self._window_grew = self._window_grew or self._loop.create_future()
+        await self._window_grew
 
     def _wake_senders(self) -> None:
         waiter = self._window_grew
