@@ -1,4 +1,5 @@
-"""HTTP/2 framing for gRPC (RFC 9113): frame headers, settings, and precomputed header blocks.
+"""HTTP/2 framing for gRPC (RFC 9113): frame headers, settings, precomputed header blocks,
+and DATA payloads cut from a message's pieces.
 
 Only what one gRPC service needs. Responses never touch an HPACK encoder: their header blocks
 are "literal without indexing" fields (RFC 7541 section 6.2.2) written once here, so the
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import struct
 import urllib.parse
+from typing import Any
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
@@ -165,3 +167,43 @@ def parse_timeout(value: str) -> float | None:
     if len(value) < 2 or value[-1] not in units or not value[:-1].isdigit():
         return None
     return int(value[:-1]) * units[value[-1]]
+
+
+# -- messages in pieces ---------------------------------------------------------------
+
+
+class PieceCursor:
+    """Reads consecutive byte ranges across a list of buffers, as views (no copies)."""
+
+    __slots__ = ("_index", "_offset", "_pieces")
+
+    def __init__(self, pieces: list[memoryview]) -> None:
+        self._pieces = pieces
+        self._index = 0
+        self._offset = 0
+
+    def take(self, count: int) -> list[memoryview]:
+        out = []
+        while count:
+            piece = self._pieces[self._index]
+            taken = min(count, len(piece) - self._offset)
+            out.append(piece[self._offset : self._offset + taken])
+            self._offset += taken
+            count -= taken
+            if self._offset == len(piece):
+                self._index += 1
+                self._offset = 0
+        return out
+
+
+def byte_view(piece: Any) -> Any:
+    """``piece`` as something a transport writes whose len() is its size in bytes."""
+    if isinstance(piece, bytes):
+        return piece
+    view = memoryview(piece)
+    return view if view.format == "B" and view.ndim == 1 else view.cast("B")
+
+
+def message_prefix(size: int) -> bytes:
+    """gRPC's 5 bytes in front of a message: not compressed, then its length."""
+    return b"\x00" + size.to_bytes(4, "big")
