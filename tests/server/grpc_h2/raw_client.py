@@ -5,6 +5,7 @@ and see every frame the server sends back.
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import struct
 import time
@@ -98,6 +99,11 @@ class RawClient:
     def send(self, data: bytes) -> None:
         self.sock.sendall(data)
 
+    def _reply(self, data: bytes) -> None:
+        """An automatic answer (ACK, WINDOW_UPDATE): the server may have closed already."""
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            self.sock.sendall(data)
+
     def new_stream(self) -> int:
         stream_id = self._next_stream
         self._next_stream += 2
@@ -183,9 +189,9 @@ class RawClient:
             for at in range(0, len(payload), 6):
                 key, value = struct.unpack_from(">HI", payload, at)
                 self.server_settings[key] = value
-            self.send(frame(SETTINGS, ACK, 0))
+            self._reply(frame(SETTINGS, ACK, 0))
         elif kind == PING and not received.flags & ACK:
-            self.send(frame(PING, ACK, 0, payload))
+            self._reply(frame(PING, ACK, 0, payload))
         elif kind in (HEADERS, CONTINUATION):
             answer = self.answers.setdefault(stream_id, Answer())
             if kind == HEADERS:
@@ -199,8 +205,8 @@ class RawClient:
         elif kind == DATA:
             if self.give_back and payload:
                 increment = len(payload).to_bytes(4, "big")
-                self.send(frame(WINDOW_UPDATE, 0, 0, increment))
-                self.send(frame(WINDOW_UPDATE, 0, stream_id, increment))
+                self._reply(frame(WINDOW_UPDATE, 0, 0, increment))
+                self._reply(frame(WINDOW_UPDATE, 0, stream_id, increment))
             answer = self.answers.setdefault(stream_id, Answer())
             answer.data += payload
             answer.ended = bool(received.flags & END_STREAM)
