@@ -249,6 +249,7 @@ def protocol_front_ends(
             auth=auth,
             tls=tls,
             reuse_port=grpc_port is not None,
+            transport=s.grpc_transport.value,
         ),
     ]
 

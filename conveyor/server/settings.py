@@ -49,6 +49,13 @@ class SharedMemoryMode(enum.StrEnum):
     OFF = "off"
 
 
+class GrpcTransport(enum.StrEnum):
+    """Which HTTP/2 implementation serves gRPC (the service is the same either way)."""
+
+    CONVEYOR = "conveyor"  # our own, on the event loop (conveyor.server.grpc.h2): faster
+    GRPCIO = "grpcio"  # grpcio's grpc.aio server
+
+
 @dataclasses.dataclass(frozen=True)
 class Settings:
     repository: str | None = dataclasses.field(
@@ -126,6 +133,13 @@ class Settings:
     grpc_max_message_bytes: int = dataclasses.field(
         default=DEFAULT_MAX_MESSAGE_BYTES,
         metadata=_option("largest gRPC message accepted or sent (larger: RESOURCE_EXHAUSTED)"),
+    )
+    grpc_transport: GrpcTransport = dataclasses.field(
+        default=GrpcTransport.CONVEYOR,
+        metadata=_option(
+            "gRPC's HTTP/2 server: conveyor (our own, on the event loop; faster) or grpcio "
+            "(grpcio's grpc.aio server)"
+        ),
     )
     backlog: int = dataclasses.field(
         default=DEFAULT_LISTEN_BACKLOG,
@@ -239,6 +253,13 @@ class Settings:
             raise ValueError(
                 f"shared_memory must be one of {', '.join(SharedMemoryMode)}, "
                 f"got {self.shared_memory!r}"
+            ) from None
+        try:
+            object.__setattr__(self, "grpc_transport", GrpcTransport(self.grpc_transport))
+        except ValueError:
+            raise ValueError(
+                f"grpc_transport must be one of {', '.join(GrpcTransport)}, "
+                f"got {self.grpc_transport!r}"
             ) from None
         try:
             object.__setattr__(self, "log_format", LogFormat(self.log_format))

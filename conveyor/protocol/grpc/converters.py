@@ -302,6 +302,30 @@ def infer_response_bytes(
     return wire.join_raw(response, wire.RAW_OUTPUT_FIELD, buffers)
 
 
+def infer_response_parts(
+    model: str,
+    version: str,
+    request_id: str,
+    outputs: Mapping[str, np.ndarray],
+    in_regions: Mapping[str, shm.Location] | None = None,
+) -> list[Any]:
+    """:func:`infer_response_bytes` in pieces (see :func:`wire.raw_parts`): tensors not copied."""
+    response, buffers = response_parts(model, version, request_id, outputs, in_regions)
+    return wire.raw_parts(response, wire.RAW_OUTPUT_FIELD, buffers)
+
+
+def stream_response_parts(
+    model: str,
+    version: str,
+    request_id: str,
+    outputs: Mapping[str, np.ndarray],
+    in_regions: Mapping[str, shm.Location] | None = None,
+) -> list[Any]:
+    """:func:`stream_response_bytes` in pieces (see :func:`wire.raw_parts`)."""
+    response, buffers = response_parts(model, version, request_id, outputs, in_regions)
+    return wire.raw_parts(response, wire.RAW_OUTPUT_FIELD, buffers, within=STREAM_RESPONSE_FIELD)
+
+
 def stream_response_bytes(
     model: str,
     version: str,

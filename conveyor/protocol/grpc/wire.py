@@ -10,7 +10,8 @@ element, in any position) and leave every other field to protobuf:
   memoryviews into the received bytes (no copy), the rest of the message is parsed by
   protobuf from the few bytes left.
 - :func:`join_raw` serializes a message: protobuf encodes the small part, and each tensor is
-  joined after it straight from its numpy buffer (one copy, the join itself).
+  joined after it straight from its numpy buffer (one copy, the join itself);
+  :func:`raw_parts` leaves the pieces unjoined, for a writer that sends a list of buffers.
 
 Small messages take protobuf's own path, which is faster below a few KiB.
 """
@@ -85,6 +86,14 @@ def join_raw(
     ``within``: the result is wrapped as that (message) field of an enclosing message, e.g.
     ModelStreamInferResponse.infer_response, in the same single join.
     """
+    return b"".join(raw_parts(message, field, buffers, within=within))
+
+
+def raw_parts(
+    message: Message, field: int, buffers: Sequence[BytesLike], *, within: int | None = None
+) -> list[Any]:
+    """:func:`join_raw`'s pieces, not joined: a writer that takes a list of buffers (a socket's
+    ``writelines``) sends each tensor straight from its numpy buffer, with no copy at all."""
     key = bytes(_varint(field << 3 | _LENGTH_DELIMITED))
     parts: list[Any] = [message.SerializeToString()]
     size = len(parts[0])
@@ -96,7 +105,7 @@ def join_raw(
         size += len(prefix) + nbytes
     if within is not None:
         parts.insert(0, _varint(within << 3 | _LENGTH_DELIMITED) + _varint(size))
-    return b"".join(parts)
+    return parts
 
 
 def _read_varint(data: bytes, position: int) -> tuple[int, int]:

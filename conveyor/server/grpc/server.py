@@ -1,12 +1,16 @@
 """Build, start and stop the gRPC server on the running asyncio loop.
 
-The server shares the loop (and so the process and the data plane) with the HTTP front end;
-``grpc.aio`` runs its I/O through that loop, so no thread of ours waits on a socket.
+The server shares the loop (and so the process and the data plane) with the HTTP front end.
+Two transports serve the same servicer: Conveyor's own HTTP/2 protocol
+(:mod:`conveyor.server.grpc.h2`, the default, several times cheaper per call) and grpcio's
+``grpc.aio`` server, which runs its I/O through that loop too. Neither has a thread of ours
+wait on a socket.
 """
 
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 import grpc
 
@@ -14,8 +18,11 @@ from conveyor.protocol.limits import DEFAULT_MAX_MESSAGE_BYTES
 from conveyor.server.auth import BearerAuth
 from conveyor.server.dataplane import DataPlane
 from conveyor.server.grpc.auth import TokenInterceptor
-from conveyor.server.grpc.service import generic_handler
+from conveyor.server.grpc.service import bind, generic_handler
 from conveyor.server.grpc.servicer import InferenceServicer
+
+if TYPE_CHECKING:
+    from conveyor.server.grpc.h2.server import H2Server
 
 log = logging.getLogger("conveyor.server.grpc")
 
@@ -70,7 +77,37 @@ async def start_grpc_server(
     return server
 
 
-async def stop_grpc_server(server: grpc.aio.Server, grace: float | None = 5.0) -> None:
+async def start_conveyor_grpc_server(
+    servicer: InferenceServicer,
+    host: str,
+    port: int,
+    *,
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    auth: BearerAuth | None = None,
+    tls: tuple[str, str] | None = None,
+    reuse_port: bool = False,
+) -> H2Server:
+    """:func:`start_grpc_server`'s twin on Conveyor's own HTTP/2 transport: same arguments,
+    same answers (TLS negotiates ALPN "h2")."""
+    from conveyor.server.grpc.h2.server import GrpcService, start_h2_server
+
+    methods = bind(servicer.implementations(), servicer.codecs(), servicer.data.access_log)
+    service = GrpcService(methods, max_message_bytes, auth)
+    ssl_context = None
+    if tls is not None:
+        from conveyor.server.tls import server_context
+
+        ssl_context = server_context(*tls)
+    address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    try:
+        return await start_h2_server(
+            service, host, port, ssl_context=ssl_context, reuse_port=reuse_port
+        )
+    except OSError as exc:
+        raise OSError(f"cannot serve gRPC on {address}: {exc.strerror or exc}") from None
+
+
+async def stop_grpc_server(server: grpc.aio.Server | H2Server, grace: float | None = 5.0) -> None:
     """Refuse new RPCs, let running ones finish for up to ``grace`` seconds, then cancel them."""
     await server.stop(grace)
 
@@ -90,7 +127,11 @@ class GRPCFrontEnd:
         auth: BearerAuth | None = None,
         tls: tuple[str, str] | None = None,
         reuse_port: bool = False,
+        transport: str = "conveyor",
     ) -> None:
+        if transport not in ("conveyor", "grpcio"):
+            raise ValueError(f"transport must be 'conveyor' or 'grpcio', got {transport!r}")
+        self._transport = transport
         self._reuse_port = reuse_port
         self._auth = auth
         self._tls = tls
@@ -98,7 +139,7 @@ class GRPCFrontEnd:
         self._host = host
         self._port = port
         self._max_message_bytes = max_message_bytes
-        self._server: grpc.aio.Server | None = None
+        self._server: grpc.aio.Server | H2Server | None = None
         self._servicer: InferenceServicer | None = None
 
     @property
@@ -109,7 +150,8 @@ class GRPCFrontEnd:
     async def start(self) -> None:
         # Kept, so a drain can end its open streams.
         self._servicer = InferenceServicer(self._data)
-        self._server = await start_grpc_server(
+        start = start_conveyor_grpc_server if self._transport == "conveyor" else start_grpc_server
+        self._server = await start(
             self._servicer,
             self._host,
             self._port,
@@ -118,7 +160,7 @@ class GRPCFrontEnd:
             tls=self._tls,
             reuse_port=self._reuse_port,
         )
-        log.info("%s listening on %s", self.name, self.url)
+        log.info("%s listening on %s (%s transport)", self.name, self.url, self._transport)
 
     async def stop(self, timeout: float) -> None:
         """Refuse new RPCs; give running ones (and open streams) ``timeout`` s to finish."""

@@ -5,6 +5,7 @@ INVALID_ARGUMENT instead of grpcio's UNKNOWN.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from typing import Any
@@ -96,9 +97,64 @@ def _model_of(request: Any) -> str | None:
     return None
 
 
+# What a serializer returns: a message's wire bytes, or those bytes in pieces (buffers in
+# order; the infer methods answer so, to send tensors without copying them).
+Serialized = bytes | list[Any]
+Codecs = dict[str, tuple[Callable[[bytes], Any], Callable[[Any], Serialized]]]
+
+
+@dataclasses.dataclass(frozen=True)
+class Bound:
+    """One method ready to serve: its implementation and how its messages are read/written."""
+
+    function: Callable[..., Any]
+    deserialize: Callable[[bytes], Any]
+    serialize: Callable[[Any], Serialized]
+    streaming: bool  # bidirectional; otherwise unary
+
+
+def bind(
+    implementations: dict[str, Any],
+    codecs: Codecs | None = None,
+    access: AccessLog | None = None,
+) -> dict[str, Bound]:
+    """Method name -> :class:`Bound`, by the rules :func:`generic_handler` documents.
+
+    Both gRPC transports serve this table: grpcio's through :func:`generic_handler`,
+    Conveyor's own (``conveyor.server.grpc.h2``) directly.
+    """
+    bound = {}
+    for name, function in implementations.items():
+        method = METHODS[name]  # KeyError: not a method of the service
+        codec = (codecs or {}).get(name)
+        if codec is None:
+            deserialize = tolerant_deserializer(method.request)
+            serialize = method.response.SerializeToString
+            if not (method.client_streaming or method.server_streaming):
+                function = _refusing_unparseable(function)
+                if access is not None:
+                    function = _access_logged(name, function, access)
+        else:
+            deserialize, serialize = codec
+        if method.client_streaming != method.server_streaming:
+            raise NotImplementedError(f"{name}: only unary and bidirectional methods are bound")
+        bound[name] = Bound(function, deserialize, serialize, method.client_streaming)
+    return bound
+
+
+def _joined(serialize: Callable[[Any], Serialized]) -> Callable[[Any], bytes]:
+    """``serialize`` for grpcio, which takes bytes only: pieces are joined (one copy)."""
+
+    def write(response: Any) -> bytes:
+        serialized = serialize(response)
+        return serialized if isinstance(serialized, bytes) else b"".join(serialized)
+
+    return write
+
+
 def generic_handler(
     implementations: dict[str, Any],
-    codecs: dict[str, tuple[Callable[[bytes], Any], Callable[[Any], bytes]]] | None = None,
+    codecs: Codecs | None = None,
     access: AccessLog | None = None,
 ) -> grpc.GenericRpcHandler:
     """A handler serving ``implementations`` (method name -> coroutine or async generator).
@@ -117,23 +173,13 @@ def generic_handler(
     the access log is on (the infer methods write their own, in their one try block).
     """
     handlers = {}
-    for name, function in implementations.items():
-        method = METHODS[name]  # KeyError: not a method of the service
-        codec = (codecs or {}).get(name)
-        if codec is None:
-            deserialize = tolerant_deserializer(method.request)
-            serialize = method.response.SerializeToString
-            if not (method.client_streaming or method.server_streaming):
-                function = _refusing_unparseable(function)
-                if access is not None:
-                    function = _access_logged(name, function, access)
+    for name, method in bind(implementations, codecs, access).items():
+        kwargs = {
+            "request_deserializer": method.deserialize,
+            "response_serializer": _joined(method.serialize),
+        }
+        if method.streaming:
+            handlers[name] = grpc.stream_stream_rpc_method_handler(method.function, **kwargs)
         else:
-            deserialize, serialize = codec
-        kwargs = {"request_deserializer": deserialize, "response_serializer": serialize}
-        if method.client_streaming and method.server_streaming:
-            handlers[name] = grpc.stream_stream_rpc_method_handler(function, **kwargs)
-        elif method.client_streaming or method.server_streaming:
-            raise NotImplementedError(f"{name}: only unary and bidirectional methods are bound")
-        else:
-            handlers[name] = grpc.unary_unary_rpc_method_handler(function, **kwargs)
+            handlers[name] = grpc.unary_unary_rpc_method_handler(method.function, **kwargs)
     return grpc.method_handlers_generic_handler(SERVICE_NAME, handlers)

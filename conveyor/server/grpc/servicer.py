@@ -30,7 +30,7 @@ from conveyor.server.grpc.errors import (
     details,
     status_code,
 )
-from conveyor.server.grpc.service import unparseable
+from conveyor.server.grpc.service import Codecs, unparseable
 from conveyor.server.grpc.trace import begin_grpc_trace, finish_when_sent, trace_setting
 
 if TYPE_CHECKING:
@@ -92,7 +92,7 @@ class InferenceServicer:
 
     # -- inference ------------------------------------------------------------------------
 
-    def codecs(self) -> dict[str, tuple[Callable[[bytes], Any], Callable[[Any], bytes]]]:
+    def codecs(self) -> Codecs:
         """How the inference methods read and write messages (see :mod:`.wire`)."""
         return {
             "ModelInfer": (_read_infer_request, _write_infer_response),
@@ -109,7 +109,10 @@ class InferenceServicer:
                 raise received  # the message itself could not be parsed
             if data.tracer.on:  # the one check tracing costs while it is off
                 model = received[0].model_name
-                trace = begin_grpc_trace(data, model, context, started)
+                # Conveyor's transport knows when the call's headers arrived; grpcio's
+                # context does not, and the handler's start is the earliest it shows.
+                opened = getattr(context, "opened", started)
+                trace = begin_grpc_trace(data, model, context, opened)
             call = converters.infer_call(*received)
             future = self._submit(call, context, trace)
             try:
@@ -120,7 +123,7 @@ class InferenceServicer:
                 raise
             if trace is not None:
                 trace.answered = time.perf_counter_ns()
-            response = converters.infer_response_bytes(
+            response = converters.infer_response_parts(
                 call.model,
                 future.model_version or "",
                 call.request_id,
@@ -177,7 +180,7 @@ class InferenceServicer:
 
     async def ModelStreamInfer(
         self, requests: AsyncIterator[Received | InvalidInput], context: Context
-    ) -> AsyncIterator[bytes | pb.ModelStreamInferResponse]:
+    ) -> AsyncIterator[bytes | list[Any] | pb.ModelStreamInferResponse]:
         """Run every request of the stream at once; answer each the moment it completes.
 
         A request that fails is answered in-band (``error_message`` plus an
@@ -269,7 +272,7 @@ class InferenceServicer:
                 unanswered -= 1
                 if answer is _ANSWERED:
                     continue
-                assert isinstance(answer, bytes | pb.ModelStreamInferResponse)
+                assert isinstance(answer, bytes | list | pb.ModelStreamInferResponse)
                 yield answer
         finally:
             self._streams.discard(answers)
@@ -487,10 +490,11 @@ def _read_infer_request(data: bytes) -> Received | InvalidInput:
         return unparseable(pb.ModelInferRequest, exc, data)
 
 
-def _write_infer_response(response: bytes | Message) -> bytes:
-    # Infer answers are pre-serialized bytes (converters.infer_response_bytes,
-    # stream_response_bytes); errors are still messages.
-    return response if isinstance(response, bytes) else response.SerializeToString()
+def _write_infer_response(response: bytes | list[Any] | Message) -> bytes | list[Any]:
+    # Infer answers are pre-serialized, in pieces (converters.infer_response_parts,
+    # stream_response_parts; a transport joins them or writes them as they are); decoupled
+    # partial answers are bytes; errors are still messages.
+    return response.SerializeToString() if isinstance(response, Message) else response
 
 
 def _parse(data: dict[str, Any], message: type[R]) -> R:
@@ -501,7 +505,7 @@ def _parse(data: dict[str, Any], message: type[R]) -> R:
 
 def _stream_response(
     future: InferFuture, call: converters.InferCall
-) -> bytes | pb.ModelStreamInferResponse:
+) -> list[Any] | pb.ModelStreamInferResponse:
     if future.cancelled():
         error: BaseException | None = Cancelled("the request was cancelled")
     else:
@@ -509,7 +513,7 @@ def _stream_response(
     version = future.model_version or ""
     if error is None:
         try:
-            return converters.stream_response_bytes(
+            return converters.stream_response_parts(
                 call.model, version, call.request_id, future.result(), call.shared_memory.outputs
             )
         except Exception as exc:

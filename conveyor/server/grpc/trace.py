@@ -4,11 +4,11 @@ and the gRPC side of a traced request.
 A setting sent with no values clears it (as null does over HTTP); a request with no
 settings only reads them. Every answer holds every setting, each a list of strings.
 
-grpcio reads and parses a message before the handler runs, so the earliest moment a trace
-sees is the handler being entered: GRPC_WAITREAD_START and GRPC_WAITREAD_END are that
-moment and the trace's start, microseconds apart. GRPC_SEND_START is the response being
-returned to grpcio, GRPC_SEND_END the call ending (its status sent), from the context's
-done callback.
+A unary call's GRPC_WAITREAD_START is when its headers arrived where the transport tells
+(Conveyor's own: the context's ``opened``); grpcio reads and parses a message before the
+handler runs, so there the earliest moment is the handler being entered, microseconds
+before GRPC_WAITREAD_END. GRPC_SEND_START is the response being returned to the transport,
+GRPC_SEND_END the call ending (its status sent), from the context's done callback.
 """
 
 from __future__ import annotations

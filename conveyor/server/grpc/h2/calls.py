@@ -1,0 +1,302 @@
+"""One gRPC call on an HTTP/2 stream: its context (what the servicer sees) and its state.
+
+The servicer asks a call's context for four things only: ``abort`` (end the call with a
+status; raises), ``code``, ``time_remaining`` (from ``grpc-timeout``) and
+``invocation_metadata`` (``traceparent``, ``authorization``). :class:`CallContext` is that
+interface, with ``grpc.StatusCode`` values so ``conveyor.server.grpc.errors`` serves both
+transports unchanged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+from typing import Any, NoReturn, cast
+
+import grpc
+
+from conveyor.server.grpc.service import Bound
+
+log = logging.getLogger("conveyor.server.grpc")
+
+Metadata = tuple[tuple[str, str | bytes], ...]
+# Complete request messages a stream may hold unread before its window stops growing.
+UNREAD_MESSAGES = 4
+
+_PREFIX = struct.Struct(">BI")  # compressed flag, message length
+# Reads go straight into a message's buffer when at least this much of it is still to come.
+DIRECT_READ = 32 * 1024
+
+
+class CallContext:
+    """``grpc.aio.ServicerContext``'s methods that the servicer uses, for one call."""
+
+    __slots__ = ("_code", "_deadline", "_details", "_done", "_metadata", "opened")
+
+    def __init__(self, metadata: Metadata, timeout: float | None) -> None:
+        self._metadata = metadata
+        self._deadline = None if timeout is None else time.monotonic() + timeout
+        self._code: grpc.StatusCode | None = None
+        self._details = ""
+        self._done: list[Callable[[CallContext], object]] | None = None
+        # When the call's headers arrived (perf_counter): a traced unary call's
+        # GRPC_WAITREAD_START, so its trace covers the read of its message.
+        self.opened = time.perf_counter()
+
+    def add_done_callback(self, callback: Callable[[CallContext], object]) -> None:
+        """Call ``callback(context)`` once the call has ended: its status sent, or the call
+        reset or its connection lost (a traced request's GRPC_SEND_END)."""
+        if self._done is None:
+            self._done = []
+        self._done.append(callback)
+
+    def ended(self) -> None:
+        """The call ended: run the done callbacks, once."""
+        callbacks, self._done = self._done, None
+        for callback in callbacks or ():
+            try:
+                callback(self)
+            except Exception:
+                log.exception("a gRPC call's done callback failed")
+
+    async def abort(self, code: grpc.StatusCode, details: str = "") -> NoReturn:
+        """End the call with ``code`` and ``details``: raises ``grpc.aio.AbortError``."""
+        self._code = code
+        self._details = details
+        raise grpc.aio.AbortError()
+
+    def code(self) -> grpc.StatusCode | None:
+        return self._code
+
+    def details(self) -> str:
+        return self._details
+
+    def set_code(self, code: grpc.StatusCode) -> None:
+        self._code = code
+
+    def set_details(self, details: str) -> None:
+        self._details = details
+
+    def time_remaining(self) -> float | None:
+        """Seconds left before the client's deadline; None when it set none."""
+        if self._deadline is None:
+            return None
+        return max(0.0, self._deadline - time.monotonic())
+
+    def invocation_metadata(self) -> Metadata:
+        return self._metadata
+
+
+class MessageTooLarge(Exception):
+    def __init__(self, size: int) -> None:
+        super().__init__(size)
+        self.size = size
+
+
+class ReceiveBudgetSpent(Exception):
+    """The connection's calls already hold as many bytes of unfinished messages as allowed."""
+
+    def __init__(self, size: int, held: int, limit: int) -> None:
+        super().__init__(size)
+        self.size, self.held, self.limit = size, held, limit
+
+
+class ReceiveBudget:
+    """Bytes of message buffers allocated before their bytes arrived, for one connection.
+
+    A buffer is allocated whole once a message's prefix announces its size; without a bound,
+    a client could announce a maximal message on each of many streams, send none of them,
+    and have the server allocate for all.
+    """
+
+    __slots__ = ("held", "limit")
+
+    def __init__(self, limit: int) -> None:
+        self.held = 0
+        self.limit = limit
+
+
+class CompressedMessage(Exception):
+    """A message flagged compressed on a call whose encoding is identity."""
+
+
+class Call:
+    """A stream's state: the request messages being assembled, windows, the handler task.
+
+    Request bytes are copied once: a message that arrives whole inside one read is sliced
+    out of it; a longer one goes into a buffer of its announced size, allocated once its
+    5-byte gRPC prefix is known (and checked against the size limit first).
+    """
+
+    __slots__ = (
+        "_body",
+        "_body_have",
+        "_budget",
+        "_limit",
+        "_prefix",
+        "_prefix_have",
+        "_waiter",
+        "context",
+        "deadline_timer",
+        "finished",
+        "headers_sent",
+        "messages",
+        "method",
+        "remote_closed",
+        "send_window",
+        "stream_id",
+        "task",
+        "unread_credit",
+    )  # fmt: skip
+
+    def __init__(
+        self, stream_id: int, method: Bound | None, context: CallContext, send_window: int,
+        limit: int, budget: ReceiveBudget,
+    ) -> None:  # fmt: skip
+        self.stream_id = stream_id
+        self.method = method
+        self.context = context
+        self.send_window = send_window
+        self.headers_sent = False
+        self.remote_closed = False  # the client sent END_STREAM
+        self.finished = False  # our END_STREAM (or a reset) is sent
+        self.task: asyncio.Task[None] | None = None
+        self.messages: deque[bytes] = deque()
+        self._waiter: asyncio.Future[None] | None = None
+        self._prefix = bytearray()
+        self._prefix_have = 0
+        self._body: bytearray | None = None
+        self._body_have = 0
+        self._limit = limit
+        self._budget = budget
+        self.unread_credit = 0  # received bytes not yet given back to the client's window
+        self.deadline_timer: asyncio.TimerHandle | None = None  # ends the call at its deadline
+
+    # -- receiving ------------------------------------------------------------------------
+
+    def feed(self, data: bytes, start: int, end: int) -> None:
+        """Take ``data[start:end]`` (DATA payload); complete messages go to ``messages``."""
+        while start < end:
+            body = self._body
+            if body is not None:
+                take = min(len(body) - self._body_have, end - start)
+                memoryview(body)[self._body_have : self._body_have + take] = memoryview(data)[
+                    start : start + take
+                ]
+                self._body_have += take
+                start += take
+                if self._body_have == len(body):
+                    self._body = None
+                    self._budget.held -= len(body)
+                    # Handed on as is, not copied to bytes: every deserializer here (protobuf,
+                    # wire.split_raw) reads any buffer.
+                    self._deliver(cast(bytes, body))
+                continue
+            if self._prefix_have == 0 and end - start >= 5:
+                flag, length = _PREFIX.unpack_from(data, start)
+                start += 5
+            else:
+                take = min(5 - self._prefix_have, end - start)
+                self._prefix += data[start : start + take]
+                self._prefix_have += take
+                start += take
+                if self._prefix_have < 5:
+                    return
+                flag, length = _PREFIX.unpack_from(self._prefix, 0)
+                self._prefix = bytearray()
+                self._prefix_have = 0
+            if flag:
+                raise CompressedMessage()
+            if length > self._limit:
+                raise MessageTooLarge(length)
+            if length <= end - start:
+                self._deliver(data[start : start + length])
+                start += length
+            else:
+                budget = self._budget
+                if budget.held + length > budget.limit:
+                    raise ReceiveBudgetSpent(length, budget.held, budget.limit)
+                budget.held += length
+                self._body = bytearray(length)
+                self._body_have = 0
+
+    def direct_buffer(self, limit: int) -> memoryview | None:
+        """The unfilled part of the message being received, at most ``limit`` bytes, for a
+        read to land in directly; None when no large message is being filled."""
+        body = self._body
+        if body is None:
+            return None
+        count = min(len(body) - self._body_have, limit)
+        if count < DIRECT_READ:
+            return None
+        return memoryview(body)[self._body_have : self._body_have + count]
+
+    def filled(self, count: int) -> None:
+        """``count`` bytes were read into :meth:`direct_buffer`'s view."""
+        body = self._body
+        assert body is not None
+        self._body_have += count
+        if self._body_have == len(body):
+            self._body = None
+            self._budget.held -= len(body)
+            self._deliver(cast(bytes, body))
+
+    def drop(self) -> None:
+        """The call ended: nothing more is received, its unfinished message is let go."""
+        self.finished = True
+        if self._body is not None:
+            self._budget.held -= len(self._body)
+            self._body = None
+        self.context.ended()
+
+    def partial(self) -> bool:
+        """Part of a message was received, not all of it."""
+        return self._body is not None or self._prefix_have > 0
+
+    def _deliver(self, message: bytes) -> None:
+        self.messages.append(message)
+        self.wake()
+
+    def wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def requests(self, give_credit: Callable[[Call], None]) -> AsyncIterator[Any]:
+        """The request messages, parsed, as the client sends them (a streaming call's)."""
+        return _Requests(self, give_credit)
+
+
+class _Requests:
+    """Async iterator over a streaming call's messages; ends at the client's END_STREAM."""
+
+    __slots__ = ("_call", "_deserialize", "_give_credit")
+
+    def __init__(self, call: Call, give_credit: Callable[[Call], None]) -> None:
+        self._call = call
+        self._give_credit = give_credit
+        assert call.method is not None
+        self._deserialize = call.method.deserialize
+
+    def __aiter__(self) -> _Requests:
+        return self
+
+    async def __anext__(self) -> Any:
+        call = self._call
+        while True:
+            if call.messages:
+                message = call.messages.popleft()
+                if call.unread_credit:
+                    self._give_credit(call)
+                return self._deserialize(message)
+            if call.remote_closed:
+                raise StopAsyncIteration
+            call._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await call._waiter
+            finally:
+                call._waiter = None
