@@ -6,14 +6,15 @@
 - **raw limit**: the encoder alone on perfectly batched, pre-tokenized input (B = 1, 16, 64
   copies of one text), onnxruntime and OpenVINO, no Conveyor (``benchmarks/minilm_limits.py``).
 - **in-process**: ``Engine.submit`` on the ``minilm`` / ``minilm_openvino`` ensembles
-  (tokenizer, then encoder with ragged dynamic batching) from N threads, one text per
-  request, closed loop.
-- **http**: the same through ``conveyor serve`` and tritonclient keeping N requests in flight.
+  (tokenizer, then encoder with ragged dynamic batching), one text per request, N requests
+  kept in flight by done callbacks that submit the next (``benchmarks/minilm_load.py``).
+- **http**: the same through ``conveyor serve`` and tritonclient's asyncio HTTP client
+  keeping N requests in flight.
 - **sentence-transformers**: its own ``encode(texts, batch_size=B)`` in another interpreter
   (``--st-python``), skipped with a message without one.
 
-Everything that computes runs on one core (the server's, ``taskset``-style pinning), the load
-generators on the other. A short text (12 word pieces) and a long one (127), concurrency 1, 16
+Everything that computes runs on one core (the server's, ``taskset``-style pinning), the HTTP
+load generator on the other. A short text (12 word pieces) and a long one (127), concurrency 1, 16
 and 64. Then ragged batching: texts of mixed lengths at concurrency 16 and 64, the encoder as
 served (ragged dynamic batching) against a twin without batching, with the padding waste the
 engine counted. Writes benchmarks/results/minilm.{json,md,png}.
@@ -22,15 +23,10 @@ engine counted. Writes benchmarks/results/minilm.{json,md,png}.
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
-import os
 import random
 import shutil
 import tempfile
-import threading
-import time
-from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -40,12 +36,14 @@ import numpy as np
 
 from benchmarks.common import RESULTS, markdown, pin_plan, pinned, rate
 from benchmarks.minilm_limits import raw_limits, sentence_transformers_rates, token_count
+from benchmarks.minilm_load import http_in_flight, in_flight_loop
 from conveyor.examples.minilm import INSTALL_COMMAND, installed, weights_dir
 from conveyor.examples.minilm.install import ENCODER_FILE
 from conveyor.examples.minilm.repository import openvino_available, write_models
 
 if TYPE_CHECKING:
     from conveyor import Engine
+    from conveyor.futures import InferFuture
 
 SHORT = "The quick brown fox jumps over the lazy dog."
 _SENTENCE = "Conveyor batches requests of different lengths by padding them."
@@ -81,60 +79,31 @@ def served_models() -> dict[str, str]:
     return models
 
 
-def closed_loop(
-    call: Callable[[int], None], concurrency: int, seconds: float, cores: set[int] | None
-) -> float:
-    """Calls per second of ``concurrency`` threads, pinned to ``cores``, each calling ``call``
-    back to back (at least once each, so a slow long batch still counts)."""
-    stop = time.perf_counter() + seconds
-    counts = [0] * concurrency
-
-    def worker(slot: int) -> None:
-        if cores and hasattr(os, "sched_setaffinity"):
-            os.sched_setaffinity(0, cores)  # this thread only: the engine's stay where they are
-        while counts[slot] == 0 or time.perf_counter() < stop:
-            call(slot)
-            counts[slot] += 1
-
-    started = time.perf_counter()
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(concurrency)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return sum(counts) / (time.perf_counter() - started)
-
-
-def inprocess_rates(
-    repository: Path, seconds: float, server: set[int] | None, generator: set[int] | None
-) -> dict[str, float]:
+def inprocess_rates(repository: Path, seconds: float, server: set[int] | None) -> dict[str, float]:
+    """Every answer's callback submits the next request, in the engine's threads on the
+    server's core: the caller shares the process, as an application embedding it does."""
     from conveyor import Engine
 
     rates = {}
     with pinned(server), Engine.from_repository(repository) as engine:
         # Ragged batching (onnxruntime) first: OpenVINO's threads, once started, share the core.
-        rates.update(ragged_gain(engine, seconds, generator))
+        rates.update(ragged_gain(engine, seconds))
         for runtime, model in served_models().items():
             for length, text in TEXTS.items():
                 tensor = {"TEXT": np.array([text.encode()], dtype=object)}
                 engine.submit(model, tensor).result(timeout=60)  # warm up
                 for concurrency in CONCURRENCY:
-                    rates[f"in-process|{runtime}|{length}|{concurrency}"] = closed_loop(
-                        submitter(engine, model, [tensor]), concurrency, seconds, generator
+                    rates[f"in-process|{runtime}|{length}|{concurrency}"] = in_flight_loop(
+                        submitter(engine, model, [tensor]), concurrency, seconds
                     )
     return rates
 
 
 def submitter(
     engine: Engine, model: str, tensors: list[dict[str, np.ndarray]]
-) -> Callable[[int], None]:
-    """One request and its answer per call, the tensors taken in turn."""
-    turn = itertools.count()
-
-    def call(_: int) -> None:
-        engine.submit(model, tensors[next(turn) % len(tensors)]).result(timeout=600)
-
-    return call
+) -> Callable[[int], InferFuture]:
+    """Turn ``n`` submits the ``n``-th tensors (in turn) and returns the future at once."""
+    return lambda turn: engine.submit(model, tensors[turn % len(tensors)])
 
 
 def mixed_texts() -> list[str]:
@@ -144,7 +113,7 @@ def mixed_texts() -> list[str]:
     return [" ".join(words[: rng.randint(1, len(words))]) for _ in range(256)]
 
 
-def ragged_gain(engine: Engine, seconds: float, generator: set[int] | None) -> dict[str, float]:
+def ragged_gain(engine: Engine, seconds: float) -> dict[str, float]:
     """Mixed lengths: ragged batching against no batching, and the padding waste the engine
     counted (padded elements / all elements of the encoder's ragged inputs)."""
     tensors = [{"TEXT": np.array([t.encode()], dtype=object)} for t in mixed_texts()]
@@ -155,8 +124,8 @@ def ragged_gain(engine: Engine, seconds: float, generator: set[int] | None) -> d
             ("unbatched", "minilm_unbatched", "minilm_encoder_unbatched"),
         ):
             (before,) = engine.statistics(encoder)
-            results[f"mixed|{label}|{concurrency}"] = closed_loop(
-                submitter(engine, model, tensors), concurrency, seconds, generator
+            results[f"mixed|{label}|{concurrency}"] = in_flight_loop(
+                submitter(engine, model, tensors), concurrency, seconds
             )
             (after,) = engine.statistics(encoder)
             executions = max(1, after.execution_count - before.execution_count)
@@ -181,37 +150,17 @@ def served(repository: Path, cores: set[int] | None) -> Iterator[str]:
 def http_rates(
     repository: Path, seconds: float, server: set[int] | None, generator: set[int] | None
 ) -> dict[str, float]:
-    """tritonclient's HTTP client is not shared across threads (it runs on gevent), so one
-    client keeps ``concurrency`` requests in flight with ``async_infer``: a closed loop that
-    sends the next request as each answer arrives, oldest first."""
-    import tritonclient.http as httpclient
-
+    """``concurrency`` requests kept in flight by one asyncio tritonclient on the generator's
+    core (see ``benchmarks/minilm_load.py`` for why not the gevent client)."""
     rates = {}
     with served(repository, server) as url, pinned(generator):
-        client = httpclient.InferenceServerClient(url, concurrency=max(CONCURRENCY))
-        try:
-            for runtime, model in served_models().items():
-                for length, text in TEXTS.items():
-                    tensor = httpclient.InferInput("TEXT", [1], "BYTES")
-                    tensor.set_data_from_numpy(np.array([text.encode()], dtype=object))
-                    client.infer(model, [tensor])  # warm up
-                    for concurrency in CONCURRENCY:
-                        in_flight = deque(
-                            client.async_infer(model, [tensor]) for _ in range(concurrency)
-                        )
-                        done = 0
-                        started = time.perf_counter()
-                        stop = started + seconds
-                        while done < concurrency or time.perf_counter() < stop:
-                            in_flight.popleft().get_result()
-                            done += 1
-                            in_flight.append(client.async_infer(model, [tensor]))
-                        elapsed = time.perf_counter() - started
-                        for handle in in_flight:
-                            handle.get_result()
-                        rates[f"http|{runtime}|{length}|{concurrency}"] = done / elapsed
-        finally:
-            client.close()
+        for runtime, model in served_models().items():
+            for length, text in TEXTS.items():
+                tensor = {"TEXT": np.array([text.encode()], dtype=object)}
+                for concurrency in CONCURRENCY:
+                    rates[f"http|{runtime}|{length}|{concurrency}"] = http_in_flight(
+                        url, model, [tensor], concurrency, seconds
+                    )
     return rates
 
 
@@ -372,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
     root = Path(tempfile.mkdtemp(prefix="conveyor-minilm-bench-"))
     try:
         repository = build_repository(root)
-        rates.update(inprocess_rates(repository, seconds, server, generator))
+        rates.update(inprocess_rates(repository, seconds, server))
         rates.update(http_rates(repository, seconds, server, generator))
     finally:
         shutil.rmtree(root, ignore_errors=True)
