@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any, NoReturn, cast
 
 import grpc
+import numpy as np
 
 from conveyor.server.grpc.service import Bound
 
@@ -30,6 +31,7 @@ UNREAD_MESSAGES = 4
 _PREFIX = struct.Struct(">BI")  # compressed flag, message length
 # Reads go straight into a message's buffer when at least this much of it is still to come.
 DIRECT_READ = 32 * 1024
+_END_ALIGNMENT = 64
 
 
 class CallContext:
@@ -169,7 +171,7 @@ class Call:
         self._waiter: asyncio.Future[None] | None = None
         self._prefix = bytearray()
         self._prefix_have = 0
-        self._body: bytearray | None = None
+        self._body: memoryview | None = None
         self._body_have = 0
         self._limit = limit
         self._budget = budget
@@ -221,7 +223,7 @@ class Call:
                 if budget.held + length > budget.limit:
                     raise ReceiveBudgetSpent(length, budget.held, budget.limit)
                 budget.held += length
-                self._body = bytearray(length)
+                self._body = end_aligned_buffer(length)
                 self._body_have = 0
 
     def direct_buffer(self, limit: int) -> memoryview | None:
@@ -257,7 +259,7 @@ class Call:
         """Part of a message was received, not all of it."""
         return self._body is not None or self._prefix_have > 0
 
-    def _deliver(self, message: bytes) -> None:
+    def _deliver(self, message: bytes) -> None:  # bytes, or a memoryview of a large message
         self.messages.append(message)
         self.wake()
 
@@ -300,3 +302,16 @@ class _Requests:
                 await call._waiter
             finally:
                 call._waiter = None
+
+
+def end_aligned_buffer(length: int) -> memoryview:
+    """``length`` writable bytes whose end is 64-byte aligned.
+
+    An infer request's raw tensor contents come last in its message, so the last tensor
+    then starts on a multiple of its element size and is handed to the model as a view of
+    the message: from a buffer aligned at its start instead, it would start wherever the
+    message's fields put it, and be copied once into aligned memory (a few ms for 4 MiB).
+    """
+    backing = np.empty(length + _END_ALIGNMENT, np.uint8)
+    pad = -(backing.ctypes.data + length) % _END_ALIGNMENT
+    return memoryview(backing.data)[pad : pad + length]
