@@ -105,6 +105,9 @@ def _raw_runner(runtime: str, model_file: str) -> Callable[[Feeds], object]:
             model_file, options, providers=["CPUExecutionProvider"]
         )
         return lambda feeds: session.run(None, feeds)
+    from conveyor.backends.openvino_telemetry import keep_telemetry_off
+
+    keep_telemetry_off()
     import openvino
 
     # f32 as the served encoder runs (its [openvino] precision_hint default): on a CPU with

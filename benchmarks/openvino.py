@@ -179,6 +179,9 @@ def anonymous_bytes(pid: int) -> int:
 
 def openvino_streams(model_file: Path, cpus: Any) -> dict[str, int]:
     """What OpenVINO makes of the memory configs on ``cpus`` (it caps streams at the cores)."""
+    from conveyor.backends.openvino_telemetry import keep_telemetry_off
+
+    keep_telemetry_off()
     import openvino as ov  # type: ignore[import-untyped]
 
     with pinned(cpus):  # OpenVINO reads the process's CPU affinity when it compiles

@@ -6,7 +6,12 @@ from pathlib import Path
 
 import pytest
 
+from conveyor.backends.openvino_telemetry import keep_telemetry_off
 from tests.models import RepoBuilder
+
+# Tests import openvino themselves too: no usage event leaves this machine, and no process is
+# forked to send one.
+keep_telemetry_off()
 
 
 @pytest.fixture

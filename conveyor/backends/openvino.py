@@ -28,10 +28,12 @@ import numpy as np
 
 from conveyor.backends.base import Backend, LoadedModel, ModelCaller
 from conveyor.backends.openvino_options import OpenVinoOptions
+from conveyor.backends.openvino_telemetry import keep_telemetry_off
 from conveyor.backends.specs import check_declared, file_tensor_spec
 from conveyor.errors import InvalidInput, RepositoryError
 from conveyor.repository.config import ModelConfig, TensorSpec
 
+keep_telemetry_off()  # before openvino is imported: it would send a usage event
 try:
     import openvino as ov  # type: ignore[import-untyped]
 except ImportError:  # an optional extra: the error says what to install when a model asks

@@ -13,10 +13,11 @@ def write_ir(folder: Path, build: Callable[[Path], Path]) -> Path:
     """``folder``/model.xml + model.bin, converted from the ONNX model ``build`` writes."""
     folder.mkdir(parents=True, exist_ok=True)
     onnx_path = build(folder / "source.onnx")
+    # Read by the runtime's own ONNX frontend, not ov.convert_model: that is the model
+    # conversion tool, which sends usage telemetry over the network (a forked process).
     # Full-precision weights: save_model would store them as FP16 by default.
-    ov.save_model(
-        ov.convert_model(str(onnx_path)), str(folder / "model.xml"), compress_to_fp16=False
-    )
+    model = ov.Core().read_model(str(onnx_path))
+    ov.save_model(model, str(folder / "model.xml"), compress_to_fp16=False)
     onnx_path.unlink()
     return folder / "model.xml"
 

@@ -5,6 +5,9 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import ml_dtypes
 import numpy as np
@@ -232,3 +235,20 @@ def test_execution_timeout_is_refused(tmp_path):
 
 def test_ov_version_is_recent():
     assert int(ov.__version__.split(".")[0]) >= 2024
+
+
+def test_importing_the_backend_keeps_openvino_telemetry_off():
+    # `import openvino` would send a usage event over the network from a forked process.
+    code = (
+        "import conveyor.backends.openvino\n"
+        "import openvino.tools.ovc.telemetry_utils as t\n"
+        "print(t.tm.__name__)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "CONVEYOR_OPENVINO_TELEMETRY"}
+    root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "openvino.tools.ovc.telemetry_stub"

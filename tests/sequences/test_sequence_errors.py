@@ -97,12 +97,15 @@ def test_more_sequences_than_slots_wait_then_are_refused(server: RunningServer) 
     assert add(conn, "http", model, 1, first, start=True) == 1
 
     def start(sequence: int, protocol: str) -> tuple[str, str]:
+        # Closed on the thread that made it: a gevent client left to the garbage collector
+        # warns of its unclosed socket in whichever test collects it.
+        own = client(server, protocol)
         try:
-            return "ran", str(
-                add(client(server, protocol), protocol, model, 20, sequence, start=True)
-            )
+            return "ran", str(add(own, protocol, model, 20, sequence, start=True))
         except InferenceServerException as exc:
             return str(exc.status()), str(exc.message())
+        finally:
+            own.close()
 
     with ThreadPoolExecutor(2) as pool:
         starts = {
@@ -133,10 +136,12 @@ def test_an_idle_sequence_loses_its_slot(server: RunningServer) -> None:
     assert add(conn, "grpc", "one_slot", 5, abandoned, start=True) == 5
     with ThreadPoolExecutor(1) as pool:
         # Waits for the slot; gets it once the abandoned sequence has been idle long enough.
-        waiting = pool.submit(
-            add, client(server, "http"), "http", "one_slot", 7, waiting_id, start=True
-        )
-        assert waiting.result(timeout=30) == 7
+        waiter = client(server, "grpc")  # grpc's client may be used and closed on any thread
+        try:
+            waiting = pool.submit(add, waiter, "grpc", "one_slot", 7, waiting_id, start=True)
+            assert waiting.result(timeout=30) == 7
+        finally:
+            waiter.close()
     status, message = refused(lambda: add(conn, "grpc", "one_slot", 1, abandoned))
     assert status == BAD_REQUEST["grpc"]
     assert "idle" in message and str(IDLE_US) in message
