@@ -240,33 +240,11 @@ class Settings:
     )
 
     def __post_init__(self) -> None:
-        try:  # a plain string (as from the command line or a caller) becomes the enum member
-            object.__setattr__(self, "model_control", ModelControl(self.model_control))
-        except ValueError:
-            raise ValueError(
-                f"model_control must be one of {', '.join(ModelControl)}, "
-                f"got {self.model_control!r}"
-            ) from None
-        try:
-            object.__setattr__(self, "shared_memory", SharedMemoryMode(self.shared_memory))
-        except ValueError:
-            raise ValueError(
-                f"shared_memory must be one of {', '.join(SharedMemoryMode)}, "
-                f"got {self.shared_memory!r}"
-            ) from None
-        try:
-            object.__setattr__(self, "grpc_transport", GrpcTransport(self.grpc_transport))
-        except ValueError:
-            raise ValueError(
-                f"grpc_transport must be one of {', '.join(GrpcTransport)}, "
-                f"got {self.grpc_transport!r}"
-            ) from None
-        try:
-            object.__setattr__(self, "log_format", LogFormat(self.log_format))
-        except ValueError:
-            raise ValueError(
-                f"log_format must be one of {', '.join(LogFormat)}, got {self.log_format!r}"
-            ) from None
+        # A plain string (as from the command line or a caller) becomes the enum member.
+        self._as_member("model_control", ModelControl)
+        self._as_member("shared_memory", SharedMemoryMode)
+        self._as_member("grpc_transport", GrpcTransport)
+        self._as_member("log_format", LogFormat)
         if self.log_verbose < 0:
             raise ValueError(f"log_verbose must be >= 0, got {self.log_verbose}")
         for name in ("http_port", "grpc_port", "metrics_port"):
@@ -309,6 +287,15 @@ class Settings:
             if path is not None and not os.path.isfile(path):
                 raise ValueError(f"--{name.replace('_', '-')} {path!r} is not a file")
         self.tracing()  # a bad --trace-config is refused here, naming the entry
+
+    def _as_member(self, name: str, kind: type[enum.Enum]) -> None:
+        """Field ``name`` as a member of ``kind``; ValueError naming the choices if it is none."""
+        value = getattr(self, name)
+        try:
+            object.__setattr__(self, name, kind(value))
+        except ValueError:
+            choices = ", ".join(str(member.value) for member in kind)
+            raise ValueError(f"{name} must be one of {choices}, got {value!r}") from None
 
     @property
     def poll_interval(self) -> float:
