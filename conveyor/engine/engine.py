@@ -427,9 +427,10 @@ class Engine:
         self._require_model_control()
         if files and config is None:
             raise InvalidInput(f"model {name!r}: files to load need a config beside them")
-        folder = write_model_folder(name, files) if files else None
-        override = SourceOverride(config, folder) if config is not None else None
+        folder = None
         try:
+            folder = write_model_folder(name, files) if files else None
+            override = SourceOverride(config, folder) if config is not None else None
             failure = self._load(name, override)
         except ModelNotFound as exc:
             if folder is not None:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from conveyor.backends import model_filenames
 from conveyor.backends.registry import other_model_filenames
-from conveyor.errors import RepositoryError
+from conveyor.errors import ModelNotFound, RepositoryError
 from conveyor.repository.config import ModelConfig
 from conveyor.repository.pbtxt import PBTXT_FILE
 
@@ -26,6 +26,12 @@ MODEL_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}$")
 MODEL_NAME_RULE = (
     "a model name starts with a letter, digit or _, then up to 127 letters, digits, _ . or -"
 )
+
+
+def require_model_name(name: str) -> None:
+    """ModelNotFound unless ``name`` can be a model's folder (never '..', never a path)."""
+    if not MODEL_NAME.fullmatch(name):
+        raise ModelNotFound(f"{name!r} is not a valid model name")
 
 
 def _version_folders(path: Path) -> list[str]:

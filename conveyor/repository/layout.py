@@ -73,8 +73,7 @@ class Repository:
 
         With ``override``, its config is read instead of the folder's config file, and its
         folder (if any) instead of the repository's."""
-        if not _MODEL_NAME.fullmatch(name) or name in (".", ".."):
-            raise ModelNotFound(f"{name!r} is not a valid model name")
+        checks.require_model_name(name)
         path = self.root / name
         if override is not None and override.folder is not None:
             path = override.folder

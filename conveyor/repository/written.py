@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from conveyor.errors import InvalidInput
+from conveyor.repository.checks import require_model_name
 
 _PREFIX = "conveyor-load-"
 
@@ -20,7 +21,9 @@ def write_model_folder(name: str, files: Mapping[str, bytes]) -> Path:
     """``<tmp>/<name>/`` holding ``files`` (relative path -> content); returns that folder.
 
     A path that would leave the folder, or that the file system refuses, is InvalidInput
-    naming it (the caller checked the paths' form already; this is the last guard)."""
+    naming it (the caller checked the paths' form already; this is the last guard); a name
+    that is no model name (a path, '..') is ModelNotFound, before anything is written."""
+    require_model_name(name)
     folder = Path(tempfile.mkdtemp(prefix=_PREFIX)) / name
     folder.mkdir()
     inside = folder.resolve()

@@ -145,6 +145,18 @@ def test_a_file_path_outside_the_model_folder_is_refused(
     assert client.is_server_live() and client.is_model_ready("tiny")
 
 
+def test_a_model_name_that_is_a_path_is_refused_before_anything_is_written(
+    client: Any, protocol: str
+) -> None:
+    escaped = Path(tempfile.gettempdir()) / f"escaped_by_load_{protocol}"
+    before = written_folders()
+    with pytest.raises(InferenceServerException):
+        client.load_model(f"../{escaped.name}", config="{}", files={"file:1/model.onnx": b"x"})
+    assert not escaped.exists()
+    assert written_folders() == before
+    assert client.is_server_live()
+
+
 def test_files_without_a_config_are_refused(client: Any, protocol: str) -> None:
     with pytest.raises(InferenceServerException) as caught:
         client.load_model("tiny", files={"file:1/model.onnx": b"x"})
