@@ -26,6 +26,7 @@ from conveyor.ray import APP_NAME, build_app  # noqa: E402
 from conveyor.testing import free_port  # noqa: E402
 from tests.models import RepoBuilder  # noqa: E402
 from tests.polling import wait_until  # noqa: E402
+from tests.ray.local_cluster import start_local_ray  # noqa: E402
 from tests.sequences.models import NATIVE_CONFIG, NATIVE_MODEL  # noqa: E402
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.timeout(240)]
@@ -99,17 +100,9 @@ def cluster(repository: Path) -> Iterator[str]:
         )
         # Ray waits 30 s for its GCS to bind a port; a busy 2-core machine can take longer.
         env.setenv("RAY_gcs_server_port_wait_time_s", "120")
-        try:
-            ray.init(
-                num_cpus=2,
-                include_dashboard=False,
-                address="local",
-                log_to_driver=False,
-                configure_logging=False,
-            )
-        except Exception:
-            ray.shutdown()  # stops and reaps what was started, so nothing outlives the test
-            raise
+        start_local_ray(
+            num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False
+        )
     try:
         serve.start(http_options={"host": "127.0.0.1", "port": port})
         serve.run(build_app(repository, ingress_cpus=0.25), name=APP_NAME, route_prefix="/")
