@@ -130,13 +130,6 @@ def test_a_message_over_the_limit_is_refused_before_it_is_read(server: RunningSe
         assert client.call("ModelInfer", tiny_request()).status() == OK
 
 
-def test_a_compressed_encoding_is_unimplemented(server: RunningServer) -> None:
-    with RawClient(server.grpc_port) as client:
-        answer = client.call("ModelInfer", tiny_request(), extra=[("grpc-encoding", "gzip")])
-        assert answer.status() == UNIMPLEMENTED
-        assert "gzip" in answer.message()
-
-
 def test_headers_in_continuation_frames_and_ping(server: RunningServer) -> None:
     with RawClient(server.grpc_port) as client:
         extra = [

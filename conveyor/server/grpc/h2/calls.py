@@ -13,6 +13,7 @@ import asyncio
 import logging
 import struct
 import time
+import zlib
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 from typing import Any, NoReturn, cast
@@ -29,6 +30,10 @@ Metadata = tuple[tuple[str, str | bytes], ...]
 UNREAD_MESSAGES = 4
 
 _PREFIX = struct.Struct(">BI")  # compressed flag, message length
+# The grpc-encoding values request messages may be compressed with (grpcio's and Triton's
+# servers accept both), and zlib's window bits for each: gzip's wrapper, and zlib's (what
+# HTTP and gRPC call "deflate").
+INFLATE_WBITS = {b"gzip": 16 + zlib.MAX_WBITS, b"deflate": zlib.MAX_WBITS}
 # Reads go straight into a message's buffer when at least this much of it is still to come.
 DIRECT_READ = 32 * 1024
 _END_ALIGNMENT = 64
@@ -126,6 +131,14 @@ class CompressedMessage(Exception):
     """A message flagged compressed on a call whose encoding is identity."""
 
 
+class InflatedTooLarge(Exception):
+    """A compressed message that inflates past the size limit (inflating stopped there)."""
+
+
+class UndecodableMessage(Exception):
+    """A compressed message that does not inflate with its call's grpc-encoding."""
+
+
 class Call:
     """A stream's state: the request messages being assembled, windows, the handler task.
 
@@ -136,6 +149,7 @@ class Call:
 
     __slots__ = (
         "_body",
+        "_body_compressed",
         "_body_have",
         "_budget",
         "_limit",
@@ -153,6 +167,7 @@ class Call:
         "stream_id",
         "task",
         "unread_credit",
+        "wbits",
     )  # fmt: skip
 
     def __init__(
@@ -173,10 +188,12 @@ class Call:
         self._prefix_have = 0
         self._body: memoryview | None = None
         self._body_have = 0
+        self._body_compressed = False
         self._limit = limit
         self._budget = budget
         self.unread_credit = 0  # received bytes not yet given back to the client's window
         self.deadline_timer: asyncio.TimerHandle | None = None  # ends the call at its deadline
+        self.wbits = 0  # zlib's window bits for the call's grpc-encoding; 0: identity
 
     # -- receiving ------------------------------------------------------------------------
 
@@ -194,9 +211,7 @@ class Call:
                 if self._body_have == len(body):
                     self._body = None
                     self._budget.held -= len(body)
-                    # Handed on as is, not copied to bytes: every deserializer here (protobuf,
-                    # wire.split_raw) reads any buffer.
-                    self._deliver(cast(bytes, body))
+                    self._complete(body, self._body_compressed)
                 continue
             if self._prefix_have == 0 and end - start >= 5:
                 flag, length = _PREFIX.unpack_from(data, start)
@@ -211,12 +226,12 @@ class Call:
                 flag, length = _PREFIX.unpack_from(self._prefix, 0)
                 self._prefix = bytearray()
                 self._prefix_have = 0
-            if flag:
+            if flag and not self.wbits:
                 raise CompressedMessage()
             if length > self._limit:
                 raise MessageTooLarge(length)
             if length <= end - start:
-                self._deliver(data[start : start + length])
+                self._complete(data[start : start + length], bool(flag))
                 start += length
             else:
                 budget = self._budget
@@ -225,6 +240,7 @@ class Call:
                 budget.held += length
                 self._body = end_aligned_buffer(length)
                 self._body_have = 0
+                self._body_compressed = bool(flag)
 
     def direct_buffer(self, limit: int) -> memoryview | None:
         """The unfilled part of the message being received, at most ``limit`` bytes, for a
@@ -245,7 +261,7 @@ class Call:
         if self._body_have == len(body):
             self._body = None
             self._budget.held -= len(body)
-            self._deliver(cast(bytes, body))
+            self._complete(body, self._body_compressed)
 
     def drop(self) -> None:
         """The call ended: nothing more is received, its unfinished message is let go."""
@@ -259,9 +275,28 @@ class Call:
         """Part of a message was received, not all of it."""
         return self._body is not None or self._prefix_have > 0
 
-    def _deliver(self, message: bytes) -> None:  # bytes, or a memoryview of a large message
-        self.messages.append(message)
+    def _complete(self, message: bytes | memoryview, compressed: bool) -> None:
+        """A whole message arrived: inflated if it is compressed, then queued. A message is
+        handed on as it is, not copied to bytes: every deserializer here (protobuf,
+        wire.split_raw) reads any buffer."""
+        if compressed:
+            message = self._inflate(message)
+        self.messages.append(cast(bytes, message))
         self.wake()
+
+    def _inflate(self, message: bytes | memoryview) -> bytes:
+        inflater = zlib.decompressobj(self.wbits)
+        try:
+            # Never more than one byte past the limit is inflated: a small message that
+            # would inflate to gigabytes costs no more than the limit.
+            inflated = inflater.decompress(message, self._limit + 1)
+        except zlib.error as exc:
+            raise UndecodableMessage(str(exc)) from None
+        if len(inflated) > self._limit:
+            raise InflatedTooLarge()
+        if not inflater.eof:
+            raise UndecodableMessage("the compressed data ends before its end marker")
+        return inflated
 
     def wake(self) -> None:
         waiter = self._waiter

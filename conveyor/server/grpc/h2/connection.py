@@ -27,13 +27,16 @@ from conveyor.errors import Unauthenticated
 from conveyor.server.auth import OPEN_GRPC_METHODS, BearerAuth
 from conveyor.server.grpc.h2 import frames as f
 from conveyor.server.grpc.h2.calls import (
+    INFLATE_WBITS,
     UNREAD_MESSAGES,
     Call,
     CallContext,
     CompressedMessage,
+    InflatedTooLarge,
     MessageTooLarge,
     ReceiveBudget,
     ReceiveBudgetSpent,
+    UndecodableMessage,
 )
 from conveyor.server.grpc.h2.headers import HeaderBlockError, HeaderDecoder, RequestHeaders
 from conveyor.server.grpc.service import Bound, Serialized
@@ -86,6 +89,17 @@ SERVER_PREFACE = f.settings(
 ) + f.window_update(0, CONNECTION_WINDOW - f.DEFAULT_WINDOW)
 
 _INTERNAL = grpc.StatusCode.INTERNAL.value[0]
+
+
+# What can be wrong with a request message as it arrives: each ends its call, not the
+# connection.
+MessageFailure = (
+    MessageTooLarge,
+    InflatedTooLarge,
+    ReceiveBudgetSpent,
+    UndecodableMessage,
+    CompressedMessage,
+)
 
 
 class ConnectionError_(Exception):
@@ -189,7 +203,10 @@ class GrpcConnection(asyncio.BufferedProtocol):
         self._direct = None
         self._data_left -= nbytes
         try:
-            call.filled(nbytes)
+            try:
+                call.filled(nbytes)
+            except MessageFailure as exc:
+                self._message_failed(call, exc)
             if not self._data_left and not self._data_padding:
                 self._data_done()
         except Exception:
@@ -282,19 +299,8 @@ class GrpcConnection(asyncio.BufferedProtocol):
             if call is not None and not call.finished:
                 try:
                     call.feed(data, position, position + take)
-                except MessageTooLarge as exc:
-                    self._refuse_message(call, exc.size)
-                except ReceiveBudgetSpent as exc:
-                    self._end(
-                        call, grpc.StatusCode.RESOURCE_EXHAUSTED,
-                        f"a message of {exc.size} bytes: this connection's calls already "
-                        f"hold {exc.held} bytes of unfinished messages (at most {exc.limit})",
-                    )  # fmt: skip
-                except CompressedMessage:
-                    self._end(
-                        call, grpc.StatusCode.INTERNAL,
-                        "a compressed message on a call without grpc-encoding",
-                    )  # fmt: skip
+                except MessageFailure as exc:
+                    self._message_failed(call, exc)
             self._data_left -= take
             position += take
         if not self._data_left and self._data_padding:
@@ -304,6 +310,34 @@ class GrpcConnection(asyncio.BufferedProtocol):
         if not self._data_left and not self._data_padding:
             self._data_done()
         return position
+
+    def _message_failed(self, call: Call, exc: Exception) -> None:
+        """End ``call`` for what was wrong with the message it was receiving."""
+        limit = self._service.max_message
+        if isinstance(exc, MessageTooLarge):
+            self._refuse_message(call, exc.size)
+        elif isinstance(exc, InflatedTooLarge):
+            self._end(
+                call, grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"Received message larger than max (more than {limit} bytes once "
+                f"decompressed vs. {limit})",
+            )  # fmt: skip
+        elif isinstance(exc, ReceiveBudgetSpent):
+            self._end(
+                call, grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"a message of {exc.size} bytes: this connection's calls already "
+                f"hold {exc.held} bytes of unfinished messages (at most {exc.limit})",
+            )  # fmt: skip
+        elif isinstance(exc, UndecodableMessage):
+            self._end(
+                call, grpc.StatusCode.INTERNAL,
+                f"the message could not be decompressed with its grpc-encoding: {exc}",
+            )  # fmt: skip
+        else:
+            self._end(
+                call, grpc.StatusCode.INTERNAL,
+                "a compressed message on a call without grpc-encoding",
+            )  # fmt: skip
 
     def _data_done(self) -> None:
         call = self._data_call
@@ -441,12 +475,16 @@ class GrpcConnection(asyncio.BufferedProtocol):
             self._end(call, grpc.StatusCode.UNIMPLEMENTED, "Method not found!")
             return
         if head.encoding and head.encoding != b"identity":
-            encoding = head.encoding.decode("latin-1")
-            self._end(
-                call, grpc.StatusCode.UNIMPLEMENTED,
-                f"grpc-encoding {encoding!r} is not supported: send identity",
-            )  # fmt: skip
-            return
+            wbits = INFLATE_WBITS.get(head.encoding)
+            if wbits is None:
+                encoding = head.encoding.decode("latin-1")
+                self._end(
+                    call, grpc.StatusCode.UNIMPLEMENTED,
+                    f"grpc-encoding {encoding!r} is not supported: send identity, gzip or "
+                    "deflate",
+                )  # fmt: skip
+                return
+            call.wbits = wbits
         if service.auth is not None and head.path not in OPEN_GRPC_METHODS:
             try:
                 service.auth.check(head.get("authorization"))
