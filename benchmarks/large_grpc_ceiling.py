@@ -119,11 +119,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
     perf_analyzer = find_perf_analyzer()
     if perf_analyzer is None:
-        print(
-            "perf_analyzer not found: put it on PATH or set PERF_ANALYZER to its path "
-            "(it comes with the tritonclient wheels; see docs/benchmarks.md)",
-            file=sys.stderr,
-        )
         return 2
     server_cpus, generator_cpus = pin_plan()
     if not server_cpus or not generator_cpus:

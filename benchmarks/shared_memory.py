@@ -39,7 +39,19 @@ THIS_TREE = "this tree"
 
 
 def find_perf_analyzer() -> str | None:
-    return os.environ.get("PERF_ANALYZER") or shutil.which("perf_analyzer")
+    """PERF_ANALYZER, or perf_analyzer on PATH; None (and why, on stderr) if neither."""
+    given = os.environ.get("PERF_ANALYZER")
+    if given is not None and not os.access(given, os.X_OK):
+        print(f"PERF_ANALYZER={given} is not an executable file", file=sys.stderr)
+        return None
+    found = given or shutil.which("perf_analyzer")
+    if found is None:
+        print(
+            "perf_analyzer not found: put it on PATH or set PERF_ANALYZER to its path "
+            "(it comes with the tritonclient wheels; see docs/benchmarks.md)",
+            file=sys.stderr,
+        )
+    return found
 
 
 def measure(
@@ -101,11 +113,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
     perf_analyzer = find_perf_analyzer()
     if perf_analyzer is None:
-        print(
-            "perf_analyzer not found: put it on PATH or set PERF_ANALYZER to its path "
-            "(it comes with the tritonclient wheels; see docs/benchmarks.md)",
-            file=sys.stderr,
-        )
         return 2
     rounds, interval = (1, 1000) if args.short else (args.rounds, args.interval_ms)
     refs: list[str | None] = [None, *([args.baseline] if args.baseline else [])]

@@ -313,31 +313,28 @@ class GrpcConnection(asyncio.BufferedProtocol):
 
     def _message_failed(self, call: Call, exc: Exception) -> None:
         """End ``call`` for what was wrong with the message it was receiving."""
-        limit = self._service.max_message
         if isinstance(exc, MessageTooLarge):
             self._refuse_message(call, exc.size)
-        elif isinstance(exc, InflatedTooLarge):
-            self._end(
-                call, grpc.StatusCode.RESOURCE_EXHAUSTED,
+            return
+        limit = self._service.max_message
+        code = grpc.StatusCode.RESOURCE_EXHAUSTED
+        if isinstance(exc, InflatedTooLarge):
+            why = (
                 f"Received message larger than max (more than {limit} bytes once "
-                f"decompressed vs. {limit})",
-            )  # fmt: skip
+                f"decompressed vs. {limit})"
+            )
         elif isinstance(exc, ReceiveBudgetSpent):
-            self._end(
-                call, grpc.StatusCode.RESOURCE_EXHAUSTED,
-                f"a message of {exc.size} bytes: this connection's calls already "
-                f"hold {exc.held} bytes of unfinished messages (at most {exc.limit})",
-            )  # fmt: skip
+            why = (
+                f"a message of {exc.size} bytes: this connection's calls already hold "
+                f"{exc.held} bytes of unfinished messages (at most {exc.limit})"
+            )
         elif isinstance(exc, UndecodableMessage):
-            self._end(
-                call, grpc.StatusCode.INTERNAL,
-                f"the message could not be decompressed with its grpc-encoding: {exc}",
-            )  # fmt: skip
+            code = grpc.StatusCode.INTERNAL
+            why = f"the message could not be decompressed with its grpc-encoding: {exc}"
         else:
-            self._end(
-                call, grpc.StatusCode.INTERNAL,
-                "a compressed message on a call without grpc-encoding",
-            )  # fmt: skip
+            code = grpc.StatusCode.INTERNAL
+            why = "a compressed message on a call without grpc-encoding"
+        self._end(call, code, why)
 
     def _data_done(self) -> None:
         call = self._data_call
