@@ -13,18 +13,28 @@ work dominates) and measures, with tritonclient over HTTP (binary tensors):
     python -m benchmarks.frontends                      # 1 and 2 front ends, table
     python -m benchmarks.frontends --quick              # smoke test (2 s windows)
     python -m benchmarks.frontends --workers 1,2,4 --concurrency 16
+    PERF_ANALYZER=/path/to/perf_analyzer python -m benchmarks.frontends \
+        --generator perf_analyzer --rounds 3            # the lighter generator, alternating
 
-Results go to benchmarks/results/frontends.json. On a loaded machine the load generator
-(Python threads) competes with the server for cores: compare ratios, not absolutes.
+The load generator shares the machine's cores with the server. Its Python threads
+(``--generator threads``, the default) take a core of their own and more, and the server's
+processes then pay for the contention (more context switches and cache misses per request,
+most of all with several processes). perf_analyzer (C++) costs far less; with it the
+answered requests are counted from the server's own statistics over the whole run, CPU
+included. With ``--rounds`` the front-end counts alternate, so load from elsewhere hits
+each alike, and the median round of each is kept. Results go to
+benchmarks/results/frontends.json: compare ratios, not absolutes.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import tempfile
 import threading
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +42,7 @@ import numpy as np
 import psutil
 
 from benchmarks.common import RESULTS, machine_line, markdown
+from benchmarks.shared_memory import find_perf_analyzer
 from conveyor.testing import RunningServer, run_server
 from tests.models import RepoBuilder
 
@@ -120,20 +131,59 @@ def throughput(server: RunningServer, concurrency: int, duration: float) -> tupl
     return answered, [after - before for before, after in zip(cpu_before, cpu_after, strict=True)]
 
 
+def answered_so_far(server: RunningServer) -> int:
+    """Requests of ``tiny`` the server has answered, from its statistics endpoint (the
+    whole server's, whichever front end took them)."""
+    with urllib.request.urlopen(f"{server.http_url}/v2/models/tiny/stats", timeout=10) as r:
+        stats = json.load(r)
+    return int(stats["model_stats"][0]["inference_stats"]["success"]["count"])
+
+
+def throughput_perf_analyzer(
+    server: RunningServer, perf_analyzer: str, concurrency: int, duration: float
+) -> tuple[int, list[float], float]:
+    """(requests answered, each server process's CPU-seconds, wall seconds) over one
+    perf_analyzer run (its warm-up and every window it needed to be stable)."""
+    command = [
+        perf_analyzer, "-m", "tiny", "-u", server.http_url.removeprefix("http://"),
+        "-i", "http", "-b", "1", "--shape", "INPUT0:1,16",
+        "--concurrency-range", str(concurrency),
+        "--measurement-interval", str(int(duration * 1000)),
+        "--stability-percentage", "200", "--max-trials", "3",
+    ]  # fmt: skip
+    processes = server_processes(server)
+    answered_before, cpu_before = answered_so_far(server), cpu_seconds(processes)
+    started = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, timeout=30 + 10 * duration)
+    elapsed = time.perf_counter() - started
+    cpu_after, answered_after = cpu_seconds(processes), answered_so_far(server)
+    if done.returncode != 0:
+        raise RuntimeError(f"perf_analyzer failed:\n{done.stdout}{done.stderr}")
+    per_process = [after - before for before, after in zip(cpu_before, cpu_after, strict=True)]
+    return answered_after - answered_before, per_process, elapsed
+
+
 def measure(workers: int, args: argparse.Namespace, repository: Path) -> dict[str, Any]:
     extra = ["--workers", str(workers), "--log-level", "warning"]
     with run_server(repository, extra_args=extra) as server:
         if workers > 1:
             time.sleep(2)  # every front end listening (they start beside the engine)
         seconds = sorted(latency(server, args.latency_requests))
-        answered, per_process = throughput(server, args.concurrency, args.duration)
+        if args.perf_analyzer is None:
+            answered, per_process = throughput(server, args.concurrency, args.duration)
+            elapsed = args.duration
+        else:
+            answered, per_process, elapsed = throughput_perf_analyzer(
+                server, args.perf_analyzer, args.concurrency, args.duration
+            )
         cpu = sum(per_process)
         return {
             "workers": workers,
+            "generator": args.generator,
             "p50_ms": 1000 * seconds[len(seconds) // 2],
             "p90_ms": 1000 * seconds[int(len(seconds) * 0.9)],
-            "infer_per_s": answered / args.duration,
-            "server_cpu_per_s": cpu / args.duration,
+            "infer_per_s": answered / elapsed,
+            "server_cpu_per_s": cpu / elapsed,
             "infer_per_cpu_s": answered / cpu if cpu else 0.0,
             # CPU microseconds per request in the engine process (and, with front-end
             # processes, in each of those): what limits how far front ends scale.
@@ -141,6 +191,13 @@ def measure(workers: int, args: argparse.Namespace, repository: Path) -> dict[st
             "front_end_cpu_us": [1e6 * c / answered for c in per_process[1:]] if answered else [],
             "memory": memory(server_processes(server)),
         }
+
+
+def median_round(measured: list[dict[str, Any]]) -> dict[str, Any]:
+    """The round whose infer per CPU-second is the median of the rounds'."""
+    ordered = sorted(measured, key=lambda r: r["infer_per_cpu_s"])
+    return {**ordered[len(ordered) // 2], "rounds_infer_per_cpu_s": [
+        round(r["infer_per_cpu_s"]) for r in measured]}  # fmt: skip
 
 
 def table(results: list[dict[str, Any]]) -> str:
@@ -165,15 +222,31 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=8.0, help="seconds per window")
     parser.add_argument("--latency-requests", type=int, default=500)
     parser.add_argument("--quick", action="store_true", help="smoke test: short windows")
+    parser.add_argument(
+        "--generator", choices=("threads", "perf_analyzer"), default="threads",
+        help="tritonclient in Python threads, or perf_analyzer (PERF_ANALYZER or on PATH)",
+    )  # fmt: skip
+    parser.add_argument("--rounds", type=int, default=1, help="alternating rounds (median kept)")
     args = parser.parse_args()
     if args.quick:
         args.duration, args.latency_requests = 2.0, 100
+    args.perf_analyzer = None
+    if args.generator == "perf_analyzer":
+        args.perf_analyzer = find_perf_analyzer()
+        if args.perf_analyzer is None:
+            raise SystemExit(2)
+    counts = [int(n) for n in args.workers.split(",")]
+    rounds: dict[int, list[dict[str, Any]]] = {n: [] for n in counts}
     with tempfile.TemporaryDirectory() as folder:
         RepoBuilder(Path(folder)).tiny()
-        results = [measure(int(n), args, Path(folder)) for n in args.workers.split(",")]
+        for _ in range(args.rounds):
+            for n in counts:
+                rounds[n].append(measure(n, args, Path(folder)))
+    results = [median_round(rounds[n]) for n in counts]
     RESULTS.mkdir(parents=True, exist_ok=True)
     out = RESULTS / "frontends.json"
-    out.write_text(json.dumps({"machine": machine_line(), "results": results}, indent=2))
+    everything = {"machine": machine_line(), "results": results, "rounds": rounds}
+    out.write_text(json.dumps(everything, indent=2))
     print(machine_line())
     print(table(results))
     print(f"\nwritten to {out}")

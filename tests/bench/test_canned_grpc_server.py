@@ -3,17 +3,67 @@ and the 4 MiB comparison's table reads its runs right."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 grpcclient = pytest.importorskip("tritonclient.grpc")
 
-from benchmarks.grpc_ceiling import IDENTITY_ELEMENTS, canned_server  # noqa: E402
+from benchmarks.grpc_ceiling import IDENTITY_ELEMENTS  # noqa: E402
 from benchmarks.large_grpc_ceiling import Run, busy_between, table  # noqa: E402
+from conveyor.testing import free_port  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+# The canned server in a child process of its own, not through canned_server(): that one
+# uses multiprocessing, whose resource tracker would then live on in the pytest process,
+# where other tests count their children.
+SERVE = """
+import sys
+from benchmarks.grpc_ceiling import _main
+
+class Ready:
+    def set(self):
+        print("ready", flush=True)
+
+_main(int(sys.argv[1]), Ready())
+"""
+
+
+@contextlib.contextmanager
+def canned_server() -> Iterator[int]:
+    port = free_port()
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-c", SERVE, str(port)], env=env, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        output = process.stdout
+        assert output is not None
+        lines: list[str] = []
+        # Read on a thread so that a server that never says "ready" fails after a bound.
+        reader = threading.Thread(target=lambda: lines.append(output.readline()))
+        reader.start()
+        reader.join(timeout=60)
+        assert lines == ["ready\n"], "the canned server did not start"
+        yield port
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+        process.stdout.close()
 
 
 def test_perf_analyzer_questions_are_answered() -> None:
-    with canned_server(None) as port:
+    with canned_server() as port:
         client = grpcclient.InferenceServerClient(f"127.0.0.1:{port}")
         try:
             assert client.get_server_metadata().name == "canned"
