@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import numpy as np
@@ -15,10 +16,31 @@ PROTOCOLS = ("http", "grpc")
 TRITON_MODELS = ("accumulate_triton", "accumulate_native")
 
 
+# Every client made, with the thread that made it, for close_clients.
+_made: list[tuple[int, Any]] = []
+
+
 def client(server: RunningServer, protocol: str) -> Any:
     if protocol == "http":
-        return httpclient.InferenceServerClient(server.http_url.removeprefix("http://"))
-    return grpcclient.InferenceServerClient(server.grpc_url.removeprefix("grpc://"))
+        made = httpclient.InferenceServerClient(server.http_url.removeprefix("http://"))
+    else:
+        made = grpcclient.InferenceServerClient(server.grpc_url.removeprefix("grpc://"))
+    _made.append((threading.get_ident(), made))
+    return made
+
+
+def close_clients() -> None:
+    """Close the clients this thread made; forget the rest (their tests close them).
+
+    A gevent HTTP client must be closed on the thread that made it, and one left to the
+    garbage collector warns of its unclosed socket in whichever later test collects it,
+    where pytest turns the warning into that test's failure.
+    """
+    me = threading.get_ident()
+    for maker, made in _made:
+        if maker == me:
+            made.close()
+    _made.clear()
 
 
 def batched(model: str) -> bool:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from conveyor.testing import RunningServer, run_server
+from tests.sequences.client_util import close_clients
 from tests.sequences.models import build_repository
 
 
@@ -21,3 +22,10 @@ def server(repository: Path) -> Iterator[RunningServer]:
     with run_server(repository) as running:
         yield running
         assert running.process.poll() is None, "the server died during the tests"
+
+
+@pytest.fixture(autouse=True)
+def clients_closed() -> Iterator[None]:
+    """The tritonclient clients a test made on its own thread are closed when it ends."""
+    yield
+    close_clients()
