@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import json
 import os
 import platform
+import shlex
 import socket
 import subprocess
 import sys
@@ -172,3 +174,20 @@ def ms(value: float | None) -> str:
 
 def rate(value: float) -> str:
     return f"{value:,.0f}" if value >= 10 else f"{value:.1f}"
+
+
+def command_line(module: str, argv: Sequence[str] | None) -> str:
+    """How a benchmark was run, for its report: ``python -m MODULE ARGS``."""
+    args = list(argv if argv is not None else sys.argv[1:])
+    return f"python -m {module} {shlex.join(args)}".strip()
+
+
+def write_report(out: str | Path, name: str, measured: str, table: str, data: object) -> str:
+    """``name``.md (the "Measured ..." paragraph, then the table) and ``name``.json (the
+    data) in ``out``; returns the text."""
+    text = "\n".join([measured, "", table, ""])
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{name}.md").write_text(text)
+    (folder / f"{name}.json").write_text(json.dumps(data, indent=1))
+    return text

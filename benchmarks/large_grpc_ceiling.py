@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import re
-import shlex
 import subprocess
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -136,29 +134,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"== round {index + 1}: {server}", file=sys.stderr)
             with start({cores[0]}) as port:
                 runs[server].append(measure(perf_analyzer, port, args.interval_ms, cores))
-    command = "python -m benchmarks.large_grpc_ceiling " + shlex.join(
-        list(argv if argv is not None else sys.argv[1:])
+    command = common.command_line("benchmarks.large_grpc_ceiling", argv)
+    measured = (
+        f"Measured {common.today()} on {common.machine_line()}; 4 MiB FP32 identity over "
+        f"gRPC, concurrency {CONCURRENCY}, server on core {cores[0]}, perf_analyzer on "
+        f"core {cores[1]}; {args.rounds} alternating round(s). Command: `{command}`."
     )
-    text = "\n".join(
-        [
-            f"Measured {common.today()} on {common.machine_line()}; 4 MiB FP32 identity over "
-            f"gRPC, concurrency {CONCURRENCY}, server on core {cores[0]}, perf_analyzer on "
-            f"core {cores[1]}; {args.rounds} alternating round(s). Command: "
-            f"`{command.strip()}`.",
-            "",
-            table(runs),
-            "",
-        ]
-    )
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "large_grpc_ceiling.md").write_text(text)
-    (out / "large_grpc_ceiling.json").write_text(
-        json.dumps(
-            {server: [run._asdict() for run in measured] for server, measured in runs.items()},
-            indent=2,
-        )
-    )
+    data = {server: [run._asdict() for run in done] for server, done in runs.items()}
+    text = common.write_report(args.out, "large_grpc_ceiling", measured, table(runs), data)
     print(text)
     return 0
 

@@ -19,8 +19,6 @@ model (latency percentiles against throughput, all transports), then prints the 
 from __future__ import annotations
 
 import argparse
-import json
-import shlex
 import sys
 import time
 from collections.abc import Sequence
@@ -144,26 +142,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         if server_cpus and generator_cpus
         else "not pinned (fewer than 2 cores)"
     )
-    command = "python -m benchmarks.run " + shlex.join(
-        list(argv if argv is not None else sys.argv[1:])
+    command = common.command_line("benchmarks.run", argv)
+    measured = (
+        f"Measured {common.today()} on {common.machine_line()}; {pinning}; closed loop, "
+        f"batch 1, {duration:g} s per point after {warmup:g} s warm-up. Command: "
+        f"`{command}`. Ratio = served infer/s / in-process infer/s at the same "
+        f"concurrency. gen cpu = cores the load generator used (1.00 = its core was full)."
     )
-    text = "\n".join(
-        [
-            f"Measured {common.today()} on {common.machine_line()}; {pinning}; closed loop, "
-            f"batch 1, {duration:g} s per point after {warmup:g} s warm-up. Command: "
-            f"`{command.strip()}`. Ratio = served infer/s / in-process infer/s at the same "
-            f"concurrency. gen cpu = cores the load generator used (1.00 = its core was full).",
-            "",
-            table(reports),
-            "",
-        ]
-    )
-    (out / "suite.md").write_text(text)
-    (out / "suite.json").write_text(
-        json.dumps(
-            [{"model": m, "transport": t, **r.to_dict()} for (m, t), r in reports.items()], indent=1
-        )
-    )
+    data = [{"model": m, "transport": t, **r.to_dict()} for (m, t), r in reports.items()]
+    text = common.write_report(out, "suite", measured, table(reports), data)
     print(text)
     print(f"({time.monotonic() - started:.0f} s; table, JSON and plots in {out})", file=sys.stderr)
     return 0 if all(p.errors == 0 for r in reports.values() for p in r.points) else 1

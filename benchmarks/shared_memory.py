@@ -18,10 +18,8 @@ its path if it is not on PATH, and LD_LIBRARY_PATH to where libcudart.so.12 live
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
-import shlex
 import shutil
 import subprocess
 import sys
@@ -122,29 +120,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"== round {index + 1}: {ref or THIS_TREE}", file=sys.stderr)
             with source_tree(ref) as root:
                 runs[ref or THIS_TREE].append(one_round(root, perf_analyzer, interval))
-    command = "python -m benchmarks.shared_memory " + shlex.join(
-        list(argv if argv is not None else sys.argv[1:])
+    command = common.command_line("benchmarks.shared_memory", argv)
+    measured = (
+        f"Measured {common.today()} on {common.machine_line()}; 4 MiB FP32 identity, "
+        f"inputs and outputs in system shared memory, concurrency {CONCURRENCY}, server "
+        f"on one core, perf_analyzer on another; best of {rounds} round(s). Command: "
+        f"`{command}`."
     )
-    text = "\n".join(
-        [
-            f"Measured {common.today()} on {common.machine_line()}; 4 MiB FP32 identity, "
-            f"inputs and outputs in system shared memory, concurrency {CONCURRENCY}, server "
-            f"on one core, perf_analyzer on another; best of {rounds} round(s). Command: "
-            f"`{command.strip()}`.",
-            "",
-            table(runs),
-            "",
-        ]
-    )
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "shared_memory.md").write_text(text)
     results = {
         tree: [{proto: {"infer_per_s": r[proto][0], "latency_us": r[proto][1]} for proto in r}
                for r in tree_runs]
         for tree, tree_runs in runs.items()
     }  # fmt: skip
-    (out / "shared_memory.json").write_text(json.dumps(results, indent=1))
+    text = common.write_report(args.out, "shared_memory", measured, table(runs), results)
     print(text)
     return 0
 
