@@ -13,60 +13,24 @@ import pytest
 import tritonclient.http as httpclient
 
 from conveyor.testing import RunningServer, run_server
+from tests.minilm.ragged_model import RAGGED_CONFIG, RAGGED_MODEL
 from tests.models import RepoBuilder
 
 PADDING = "conveyor_ragged_padding_elements"
 REAL = "conveyor_ragged_real_elements"
 
-# Reports, for each row, the width it was padded to and which execution ran it, so the test
-# knows the batches the engine formed.
-RAGGED_MODEL = """
-import numpy as np
-
-class Model:
-    def load(self, config):
-        self.executions = 0
-
-    def infer(self, inputs):
-        self.executions += 1
-        rows, width = inputs["VALUES"].shape
-        return {
-            "WIDTH": np.full((rows, 1), width, dtype=np.int64),
-            "EXECUTION": np.full((rows, 1), self.executions, dtype=np.int64),
-        }
-"""
-
-# SCALE is batched but not ragged: its elements are not counted.
-RAGGED_CONFIG = """
-backend = "python"
-max_batch_size = 4
-instances = 1
-
-[dynamic_batching]
-# Long enough that each round's requests always meet; a full batch (4 rows) leaves at once.
-max_queue_delay_us = 30000000
-
-[[inputs]]
-name = "VALUES"
-datatype = "INT64"
-shape = [-1]
-allow_ragged_batch = true
-
+# The ragged model with a second input, SCALE, batched but not ragged: its elements are not
+# counted. The model reports, for each row, the width it was padded to and which execution
+# ran it, so the test knows the batches the engine formed.
+SCALED_CONFIG = (
+    RAGGED_CONFIG
+    + """
 [[inputs]]
 name = "SCALE"
 datatype = "INT64"
 shape = [1]
-
-[[outputs]]
-name = "WIDTH"
-datatype = "INT64"
-shape = [1]
-
-[[outputs]]
-name = "EXECUTION"
-datatype = "INT64"
-shape = [1]
 """
+)
 
 # Each round is one full batch of 4 rows: (rows, width) per request.
 ROUNDS = (
@@ -78,7 +42,7 @@ ROUNDS = (
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     builder = RepoBuilder(tmp_path_factory.mktemp("padding"))
-    builder.python("ragged", RAGGED_MODEL, RAGGED_CONFIG)
+    builder.python("ragged", RAGGED_MODEL, SCALED_CONFIG)
     builder.batched()
     with run_server(builder.path) as running:
         yield running
