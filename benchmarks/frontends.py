@@ -1,20 +1,26 @@
 """Front-end processes (``conveyor serve --workers N``): what one costs, what N buy.
 
-For each front-end count, serves the tiny ONNX model (FP32 [1, 16] + 1, so the front end's
-work dominates) and measures, with tritonclient over HTTP (binary tensors):
+For each layout, serves the tiny ONNX model (FP32 [1, 16] + 1, so the front end's work
+dominates) and measures, with tritonclient over HTTP (binary tensors):
 
-- latency at concurrency 1 (p50, p90): the round trip to the engine process is what
-  ``--workers 2`` adds to every request over ``--workers 1`` (which has no such hop);
+- latency at concurrency 1 (p50, p90): the round trip to the engine process is what a
+  front-end process adds to every request over one process (which has no such hop);
 - throughput at ``--concurrency`` for ``--duration`` s, and the server's CPU-seconds in that
   window (the engine process plus every front-end process, user + system), so
-  ``infer/s per server CPU-s``: flat from 1 to 2 front ends means the hop costs little;
+  ``infer/s per server CPU-s``: flat from 1 to 2 front-end processes means they scale;
 - memory after the run: RSS and PSS (proportional: shared pages split) of each process.
 
-    python -m benchmarks.frontends                      # 1 and 2 front ends, table
+The layouts (``--workers``, comma-separated): ``1`` is one process (``--workers 1``),
+``1p`` one front-end process beside the engine's (``--workers 1 --front-end-process``),
+``N`` N front-end processes (``--workers N``).
+
+    python -m benchmarks.frontends                      # 1 and 2, table
     python -m benchmarks.frontends --quick              # smoke test (2 s windows)
-    python -m benchmarks.frontends --workers 1,2,4 --concurrency 16
+    python -m benchmarks.frontends --workers 1,1p,2,4 --concurrency 16
     PERF_ANALYZER=/path/to/perf_analyzer python -m benchmarks.frontends \
         --generator perf_analyzer --rounds 3            # the lighter generator, alternating
+    PERF_ANALYZER=... python -m benchmarks.frontends --generator perf_analyzer \
+        --workers 1,1p,2 --rate-per-front-end 1500      # the same load on each front end
 
 The load generator shares the machine's cores with the server. Its Python threads
 (``--generator threads``, the default) take a core of their own and more, and the server's
@@ -22,8 +28,15 @@ processes then pay for the contention (more context switches and cache misses pe
 most of all with several processes). perf_analyzer (C++) costs far less; with it the
 answered requests are counted from the server's own statistics over the whole run, CPU
 included. With ``--rounds`` the front-end counts alternate, so load from elsewhere hits
-each alike, and the median round of each is kept. Results go to
-benchmarks/results/frontends.json: compare ratios, not absolutes.
+each alike, and the median round of each is kept.
+
+At saturation (closed loop, ``--concurrency``) one busy event loop answers many requests per
+wakeup, and two front ends each less busy answer fewer: a loop's CPU per request depends
+on how loaded it is. ``--rate-per-front-end R`` (perf_analyzer only) offers R requests a
+second per front end instead (open loop), so each front end carries the same load
+whatever their number: how throughput grows with cores. Results go to
+benchmarks/results/frontends.json (``frontends-quick.json`` with ``--quick``): compare
+ratios, not absolutes.
 """
 
 from __future__ import annotations
@@ -139,15 +152,22 @@ def answered_so_far(server: RunningServer) -> int:
     return int(stats["model_stats"][0]["inference_stats"]["success"]["count"])
 
 
+def perf_analyzer_load(concurrency: int, rate: float | None) -> list[str]:
+    """perf_analyzer's load options: closed loop at ``concurrency``, or ``rate`` requests a
+    second (open loop) when given."""
+    if rate is not None:
+        return ["--request-rate-range", f"{rate:g}"]
+    return ["--concurrency-range", str(concurrency)]
+
+
 def throughput_perf_analyzer(
-    server: RunningServer, perf_analyzer: str, concurrency: int, duration: float
+    server: RunningServer, perf_analyzer: str, load: list[str], duration: float
 ) -> tuple[int, list[float], float]:
     """(requests answered, each server process's CPU-seconds, wall seconds) over one
     perf_analyzer run (its warm-up and every window it needed to be stable)."""
     command = [
         perf_analyzer, "-m", "tiny", "-u", server.http_url.removeprefix("http://"),
-        "-i", "http", "-b", "1", "--shape", "INPUT0:1,16",
-        "--concurrency-range", str(concurrency),
+        "-i", "http", "-b", "1", "--shape", "INPUT0:1,16", *load,
         "--measurement-interval", str(int(duration * 1000)),
         "--stability-percentage", "200", "--max-trials", "3",
     ]  # fmt: skip
@@ -163,22 +183,35 @@ def throughput_perf_analyzer(
     return answered_after - answered_before, per_process, elapsed
 
 
-def measure(workers: int, args: argparse.Namespace, repository: Path) -> dict[str, Any]:
-    extra = ["--workers", str(workers), "--log-level", "warning"]
-    with run_server(repository, extra_args=extra) as server:
-        if workers > 1:
+def layout_arguments(layout: str) -> tuple[list[str], int]:
+    """(``conveyor serve`` options, front ends) of a layout: ``1`` (one process), ``1p``
+    (one front-end process) or ``N`` (N front-end processes)."""
+    if layout == "1p":
+        return ["--workers", "1", "--front-end-process"], 1
+    if not layout.isdigit() or int(layout) < 1:
+        raise ValueError(f"a layout is 1, 1p or a front-end count above 1, not {layout!r}")
+    return ["--workers", layout], int(layout)
+
+
+def measure(layout: str, args: argparse.Namespace, repository: Path) -> dict[str, Any]:
+    options, front_ends = layout_arguments(layout)
+    with run_server(repository, extra_args=[*options, "--log-level", "warning"]) as server:
+        if layout != "1":
             time.sleep(2)  # every front end listening (they start beside the engine)
         seconds = sorted(latency(server, args.latency_requests))
+        rate = None if args.rate_per_front_end is None else args.rate_per_front_end * front_ends
         if args.perf_analyzer is None:
             answered, per_process = throughput(server, args.concurrency, args.duration)
             elapsed = args.duration
         else:
+            load = perf_analyzer_load(args.concurrency, rate)
             answered, per_process, elapsed = throughput_perf_analyzer(
-                server, args.perf_analyzer, args.concurrency, args.duration
+                server, args.perf_analyzer, load, args.duration
             )
         cpu = sum(per_process)
         return {
-            "workers": workers,
+            "workers": layout,
+            "offered": f"concurrency {args.concurrency}" if rate is None else f"{rate:g}/s",
             "generator": args.generator,
             "p50_ms": 1000 * seconds[len(seconds) // 2],
             "p90_ms": 1000 * seconds[int(len(seconds) * 0.9)],
@@ -200,16 +233,32 @@ def median_round(measured: list[dict[str, Any]]) -> dict[str, Any]:
         round(r["infer_per_cpu_s"]) for r in measured]}  # fmt: skip
 
 
+def ratios_to_first(rounds: dict[str, list[dict[str, Any]]]) -> dict[str, float]:
+    """Each layout's infer per CPU-second over the first layout's, round by round (the
+    rounds alternate, so each pair saw the same moment's load), median of the rounds."""
+    layouts = list(rounds)
+    first = rounds[layouts[0]]
+    medians = {}
+    for layout in layouts:
+        per_round = sorted(
+            r["infer_per_cpu_s"] / f["infer_per_cpu_s"]
+            for r, f in zip(rounds[layout], first, strict=True)
+        )
+        medians[layout] = per_round[len(per_round) // 2]
+    return medians
+
+
 def table(results: list[dict[str, Any]]) -> str:
-    rows = [["front ends", "p50 ms (c=1)", "p90 ms", "infer/s", "server CPU-s/s",
-             "infer per CPU-s", "engine process CPU us/req", "front ends CPU us/req",
+    rows = [["layout", "offered", "p50 ms (c=1)", "p90 ms", "infer/s", "server CPU-s/s",
+             "infer per CPU-s", "vs first", "engine process CPU us/req", "front ends CPU us/req",
              "RSS MB (each)", "PSS MB (sum)"]]  # fmt: skip
     for r in results:
         rss = " + ".join(f"{m['rss_mb']:.0f}" for m in r["memory"])
         pss = sum(m["pss_mb"] for m in r["memory"])
-        rows.append([str(r["workers"]), f"{r['p50_ms']:.2f}", f"{r['p90_ms']:.2f}",
+        rows.append([str(r["workers"]), r["offered"], f"{r['p50_ms']:.2f}", f"{r['p90_ms']:.2f}",
                      f"{r['infer_per_s']:,.0f}", f"{r['server_cpu_per_s']:.2f}",
-                     f"{r['infer_per_cpu_s']:,.0f}", f"{r['engine_cpu_us']:.0f}",
+                     f"{r['infer_per_cpu_s']:,.0f}", f"{100 * r['per_cpu_vs_first']:.0f} %",
+                     f"{r['engine_cpu_us']:.0f}",
                      f"{sum(r['front_end_cpu_us']):.0f}" if r["front_end_cpu_us"] else "-",
                      rss, f"{pss:.0f}"])  # fmt: skip
     return markdown(rows, align_left=0)
@@ -217,7 +266,10 @@ def table(results: list[dict[str, Any]]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--workers", default="1,2", help="front-end counts, comma-separated")
+    parser.add_argument(
+        "--workers", default="1,2",
+        help="layouts, comma-separated: 1 (one process), 1p (one front-end process), N",
+    )  # fmt: skip
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--duration", type=float, default=8.0, help="seconds per window")
     parser.add_argument("--latency-requests", type=int, default=500)
@@ -227,7 +279,14 @@ def main() -> None:
         help="tritonclient in Python threads, or perf_analyzer (PERF_ANALYZER or on PATH)",
     )  # fmt: skip
     parser.add_argument("--rounds", type=int, default=1, help="alternating rounds (median kept)")
+    parser.add_argument(
+        "--rate-per-front-end", type=float, default=None, metavar="R",
+        help="perf_analyzer only: offer R requests/s per front end (open loop) instead of "
+        "--concurrency",
+    )  # fmt: skip
     args = parser.parse_args()
+    if args.rate_per_front_end is not None and args.generator != "perf_analyzer":
+        parser.error("--rate-per-front-end needs --generator perf_analyzer")
     if args.quick:
         args.duration, args.latency_requests = 2.0, 100
     args.perf_analyzer = None
@@ -235,16 +294,24 @@ def main() -> None:
         args.perf_analyzer = find_perf_analyzer()
         if args.perf_analyzer is None:
             raise SystemExit(2)
-    counts = [int(n) for n in args.workers.split(",")]
-    rounds: dict[int, list[dict[str, Any]]] = {n: [] for n in counts}
+    layouts = args.workers.split(",")
+    for layout in layouts:
+        try:
+            layout_arguments(layout)
+        except ValueError as error:
+            parser.error(str(error))
+    rounds: dict[str, list[dict[str, Any]]] = {layout: [] for layout in layouts}
     with tempfile.TemporaryDirectory() as folder:
         RepoBuilder(Path(folder)).tiny()
         for _ in range(args.rounds):
-            for n in counts:
-                rounds[n].append(measure(n, args, Path(folder)))
-    results = [median_round(rounds[n]) for n in counts]
+            for layout in layouts:
+                rounds[layout].append(measure(layout, args, Path(folder)))
+    ratios = ratios_to_first(rounds)
+    results = [
+        {**median_round(rounds[layout]), "per_cpu_vs_first": ratios[layout]} for layout in layouts
+    ]
     RESULTS.mkdir(parents=True, exist_ok=True)
-    out = RESULTS / "frontends.json"
+    out = RESULTS / ("frontends-quick.json" if args.quick else "frontends.json")
     everything = {"machine": machine_line(), "results": results, "rounds": rounds}
     out.write_text(json.dumps(everything, indent=2))
     print(machine_line())

@@ -84,6 +84,14 @@ class Settings:
             "core this process may use, at most 32"
         ),
     )
+    front_end_process: bool = dataclasses.field(
+        default=False,
+        metadata=_option(
+            "with --workers 1: serve HTTP and gRPC from one front-end process beside the "
+            "engine's, as --workers N does (a front end that dies is replaced while the "
+            "models stay loaded); --workers N and 0 always do"
+        ),
+    )
     metrics: bool = dataclasses.field(default=True, metadata=_option("serve Prometheus metrics"))
     model_control: ModelControl = dataclasses.field(
         default=ModelControl.NONE,

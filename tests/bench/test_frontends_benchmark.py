@@ -1,14 +1,24 @@
-"""benchmarks.frontends: the requests it counts come from the server's own statistics, and
-with several rounds the median one is kept."""
+"""benchmarks.frontends: the requests it counts come from the server's own statistics, with
+several rounds the median one is kept and ratios are taken round by round, and each layout
+is the server's own options."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import numpy as np
+import pytest
 import tritonclient.http as httpclient
 
-from benchmarks.frontends import answered_so_far, median_round
+from benchmarks.frontends import (
+    answered_so_far,
+    layout_arguments,
+    median_round,
+    perf_analyzer_load,
+    ratios_to_first,
+)
+from conveyor.cli import build_parser
+from conveyor.server.settings import from_arguments
 from conveyor.testing import run_server
 from tests.models import RepoBuilder
 
@@ -32,3 +42,35 @@ def test_the_median_round_is_kept() -> None:
     rounds = [{"infer_per_cpu_s": rate, "round": i} for i, rate in enumerate([5.0, 3.0, 4.0])]
     kept = median_round(rounds)
     assert kept["round"] == 2 and kept["rounds_infer_per_cpu_s"] == [5, 3, 4]
+
+
+def test_ratios_are_taken_round_by_round_then_the_median() -> None:
+    rounds = {
+        "1": [{"infer_per_cpu_s": v} for v in (100.0, 200.0, 100.0)],
+        "2": [{"infer_per_cpu_s": v} for v in (90.0, 120.0, 80.0)],
+    }
+    # Per round: 0.9, 0.6, 0.8. Ratio of the medians would say 90 / 100.
+    assert ratios_to_first(rounds) == {"1": 1.0, "2": 0.8}
+
+
+@pytest.mark.parametrize(
+    ("layout", "workers", "separate", "front_ends"),
+    [("1", 1, False, 1), ("1p", 1, True, 1), ("3", 3, False, 3)],
+)
+def test_a_layout_is_the_servers_own_options(
+    layout: str, workers: int, separate: bool, front_ends: int
+) -> None:
+    options, count = layout_arguments(layout)
+    settings = from_arguments(build_parser().parse_args(["serve", *options]))
+    assert (settings.workers, settings.front_end_process, count) == (workers, separate, front_ends)
+
+
+@pytest.mark.parametrize("layout", ["0", "2p", "x"])
+def test_an_unknown_layout_is_refused_naming_it(layout: str) -> None:
+    with pytest.raises(ValueError, match=repr(layout)):
+        layout_arguments(layout)
+
+
+def test_the_offered_load_is_a_rate_when_one_is_given() -> None:
+    assert perf_analyzer_load(16, None) == ["--concurrency-range", "16"]
+    assert perf_analyzer_load(16, 3000.0) == ["--request-rate-range", "3000"]

@@ -27,3 +27,9 @@ def test_a_negative_count_is_refused_naming_the_field() -> None:
 
 def test_zero_means_the_cores_this_process_may_use_capped() -> None:
     assert default_count() == max(1, min(32, len(os.sched_getaffinity(0))))
+
+
+def test_front_end_process_is_off_by_default_and_set_by_its_option() -> None:
+    assert Settings().front_end_process is False
+    args = build_parser().parse_args(["serve", "--front-end-process"])
+    assert from_arguments(args).front_end_process is True
