@@ -75,7 +75,8 @@ class FrontEndPool:
         self.grpc_port = self._grpc_reservation.getsockname()[1]
         for index in range(self.count):
             await self._spawn(index)
-        log.info("%d front-end processes serving %s", self.count, self.url)
+        noun = "front-end process" if self.count == 1 else "front-end processes"
+        log.info("%d %s serving %s", self.count, noun, self.url)
 
     async def _spawn(self, index: int) -> None:
         assert self._http is not None
