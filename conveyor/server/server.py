@@ -122,16 +122,19 @@ class Server:
 
     def build_front_ends(self) -> list[FrontEnd]:
         """Every front end this server runs; a new protocol adds itself to
-        :func:`protocol_front_ends`. With ``workers`` other than 1, or ``front_end_process``,
-        HTTP and gRPC run in front-end processes instead (see ``conveyor.server.workers``)."""
+        :func:`protocol_front_ends`. With more than one front end (``workers``; 0 is one
+        per core), or ``front_end_process``, HTTP and gRPC run in front-end processes
+        instead (see ``conveyor.server.workers``)."""
+        from conveyor.server.workers.pool import FrontEndPool, default_count
+
         s = self.settings
         front_ends: list[FrontEnd]
-        if s.workers == 1 and not s.front_end_process:
+        # --workers 0 on one core is one front end: in this process, as --workers 1, since a
+        # front-end process would add its hop and gain no core.
+        count = s.workers or default_count()
+        if count == 1 and not s.front_end_process:
             front_ends = protocol_front_ends(s, self.data_plane, routes=self.routes)
         else:
-            from conveyor.server.workers.pool import FrontEndPool, default_count
-
-            count = s.workers if s.workers >= 1 else default_count()
             front_ends = [FrontEndPool(self.data_plane, s, count)]
         if s.metrics:
             auth = BearerAuth(s.auth_token) if s.auth_token is not None else None

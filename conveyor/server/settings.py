@@ -81,7 +81,7 @@ class Settings:
         metadata=_option(
             "front-end processes serving HTTP and gRPC (parsing, decoding, encoding on every "
             "core) over this process's one engine; 1: in this process, as always; 0: one per "
-            "core this process may use, at most 32"
+            "core this process may use, at most 32 (on one core: in this process)"
         ),
     )
     front_end_process: bool = dataclasses.field(

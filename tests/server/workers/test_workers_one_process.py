@@ -7,6 +7,7 @@ import os
 import signal
 from pathlib import Path
 
+import psutil
 import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
@@ -53,3 +54,19 @@ def test_one_front_end_process_serves_both_protocols_and_is_replaced(tmp_path: P
         finally:
             client.close()
         assert front_end_pids(server) == [second]
+
+
+def test_workers_0_on_one_core_serves_in_one_process(tmp_path: Path) -> None:
+    RepoBuilder(tmp_path).tiny()
+    cores = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(cores)})  # the server inherits this process's one core
+    try:
+        with run_server(tmp_path, extra_args=["--workers", "0"]) as server:
+            client = http_client(server)
+            try:
+                client.infer("tiny", [tiny_input(httpclient)])
+            finally:
+                client.close()
+            assert psutil.Process(server.process.pid).children() == []
+    finally:
+        os.sched_setaffinity(0, cores)
