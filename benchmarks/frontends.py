@@ -42,6 +42,7 @@ ratios, not absolutes.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import subprocess
 import tempfile
@@ -264,6 +265,45 @@ def table(results: list[dict[str, Any]]) -> str:
     return markdown(rows, align_left=0)
 
 
+LAYOUT_NAMES = {"1": "one process", "1p": "1 front-end\nprocess"}
+
+
+def plot(runs: list[dict[str, Any]], path: Path) -> None:
+    """One panel per run (each a written results file): infer per server CPU-second of each
+    layout, the median round as a bar and every round as a dot, labelled with its ratio to
+    the first layout and its infer/s."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(runs), figsize=(4.6 * len(runs), 3.8), squeeze=False)
+    for axis, run in zip(axes[0], runs, strict=True):
+        results = run["results"]
+        names = [LAYOUT_NAMES.get(r["workers"], f"{r['workers']} front-end\nprocesses")
+                 for r in results]  # fmt: skip
+        xs = range(len(results))
+        axis.bar(xs, [r["infer_per_cpu_s"] for r in results], color="tab:blue", alpha=0.6)
+        for x, r in zip(xs, results, strict=True):
+            dots = r.get("rounds_infer_per_cpu_s", [])
+            axis.plot([x] * len(dots), dots, "k.", markersize=4)
+            label = f"{100 * r['per_cpu_vs_first']:.0f} %\n{r['infer_per_s']:,.0f}/s"
+            top = max([r["infer_per_cpu_s"], *dots])  # above the bar and every dot
+            axis.annotate(label, (x, top), ha="center", va="bottom",
+                          xytext=(0, 3), textcoords="offset points", fontsize=8)  # fmt: skip
+        axis.set_xticks(list(xs), names, fontsize=8)
+        axis.set_ylabel("infer per server CPU-second")
+        axis.set_ylim(0, 1.25 * max(max(r.get("rounds_infer_per_cpu_s", [0])) for r in results))
+        offered = results[0]["offered"]  # the first layout has one front end
+        load = f"{offered} per front end" if offered.endswith("/s") else f"closed loop, {offered}"
+        axis.set_title(f"tiny over HTTP, {load}", fontsize=9)
+    fig.suptitle("Front-end processes: bar = median round, dots = rounds; label = vs first, "
+                 "infer/s", fontsize=9)  # fmt: skip
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -284,7 +324,16 @@ def main() -> None:
         help="perf_analyzer only: offer R requests/s per front end (open loop) instead of "
         "--concurrency",
     )  # fmt: skip
+    parser.add_argument(
+        "--plot", nargs="+", type=Path, metavar="RESULTS_JSON",
+        help="only plot these written results files (one panel each) to --plot-out",
+    )  # fmt: skip
+    parser.add_argument("--plot-out", type=Path, default=RESULTS / "frontends.png")
     args = parser.parse_args()
+    if args.plot:
+        plot([json.loads(f.read_text()) for f in args.plot], args.plot_out)
+        print(f"written to {args.plot_out}")
+        return
     if args.rate_per_front_end is not None and args.generator != "perf_analyzer":
         parser.error("--rate-per-front-end needs --generator perf_analyzer")
     if args.quick:
@@ -314,6 +363,8 @@ def main() -> None:
     out = RESULTS / ("frontends-quick.json" if args.quick else "frontends.json")
     everything = {"machine": machine_line(), "results": results, "rounds": rounds}
     out.write_text(json.dumps(everything, indent=2))
+    with contextlib.suppress(ImportError):  # matplotlib: conveyor[bench]
+        plot([everything], out.with_suffix(".png"))
     print(machine_line())
     print(table(results))
     print(f"\nwritten to {out}")

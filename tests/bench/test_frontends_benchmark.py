@@ -15,6 +15,7 @@ from benchmarks.frontends import (
     layout_arguments,
     median_round,
     perf_analyzer_load,
+    plot,
     ratios_to_first,
 )
 from conveyor.cli import build_parser
@@ -74,3 +75,16 @@ def test_an_unknown_layout_is_refused_naming_it(layout: str) -> None:
 def test_the_offered_load_is_a_rate_when_one_is_given() -> None:
     assert perf_analyzer_load(16, None) == ["--concurrency-range", "16"]
     assert perf_analyzer_load(16, 3000.0) == ["--request-rate-range", "3000"]
+
+
+def test_the_plot_has_a_panel_per_run(tmp_path: Path) -> None:
+    matplotlib_image = pytest.importorskip("matplotlib.image")
+    result = {"workers": "1", "offered": "1500/s", "infer_per_cpu_s": 3000.0,
+              "rounds_infer_per_cpu_s": [2900, 3000, 3100], "per_cpu_vs_first": 1.0,
+              "infer_per_s": 1500.0}  # fmt: skip
+    two = {**result, "workers": "2", "offered": "3000/s", "per_cpu_vs_first": 1.1}
+    out = tmp_path / "frontends.png"
+    plot([{"results": [result, two]}], out)
+    one_panel = matplotlib_image.imread(out).shape
+    plot([{"results": [result, two]}, {"results": [result]}], out)
+    assert matplotlib_image.imread(out).shape[1] > 1.5 * one_panel[1]
