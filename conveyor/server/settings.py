@@ -87,9 +87,10 @@ class Settings:
     front_end_process: bool = dataclasses.field(
         default=False,
         metadata=_option(
-            "with --workers 1: serve HTTP and gRPC from one front-end process beside the "
-            "engine's, as --workers N does (a front end that dies is replaced while the "
-            "models stay loaded); --workers N and 0 always do"
+            "with --workers 1 (or 0 on one core): serve HTTP and gRPC from one front-end "
+            "process beside the engine's, as --workers N does (a front end that dies is "
+            "replaced while the models stay loaded); more front ends (--workers N, or 0 on "
+            "several cores) always run in processes"
         ),
     )
     metrics: bool = dataclasses.field(default=True, metadata=_option("serve Prometheus metrics"))
