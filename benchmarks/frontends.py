@@ -285,7 +285,7 @@ def plot(runs: list[dict[str, Any]], path: Path) -> None:
         xs = range(len(results))
         axis.bar(xs, [r["infer_per_cpu_s"] for r in results], color="tab:blue", alpha=0.6)
         for x, r in zip(xs, results, strict=True):
-            dots = r.get("rounds_infer_per_cpu_s", [])
+            dots = r["rounds_infer_per_cpu_s"]
             axis.plot([x] * len(dots), dots, "k.", markersize=4)
             label = f"{100 * r['per_cpu_vs_first']:.0f} %\n{r['infer_per_s']:,.0f}/s"
             top = max([r["infer_per_cpu_s"], *dots])  # above the bar and every dot
@@ -293,7 +293,7 @@ def plot(runs: list[dict[str, Any]], path: Path) -> None:
                           xytext=(0, 3), textcoords="offset points", fontsize=8)  # fmt: skip
         axis.set_xticks(list(xs), names, fontsize=8)
         axis.set_ylabel("infer per server CPU-second")
-        axis.set_ylim(0, 1.25 * max(max(r.get("rounds_infer_per_cpu_s", [0])) for r in results))
+        axis.set_ylim(0, 1.25 * max(max(r["rounds_infer_per_cpu_s"]) for r in results))
         offered = results[0]["offered"]  # the first layout has one front end
         load = f"{offered} per front end" if offered.endswith("/s") else f"closed loop, {offered}"
         axis.set_title(f"tiny over HTTP, {load}", fontsize=9)

@@ -125,16 +125,21 @@ class Server:
         :func:`protocol_front_ends`. With more than one front end (``workers``; 0 is one
         per core), or ``front_end_process``, HTTP and gRPC run in front-end processes
         instead (see ``conveyor.server.workers``)."""
-        from conveyor.server.workers.pool import FrontEndPool, default_count
-
         s = self.settings
         front_ends: list[FrontEnd]
+        count = s.workers
+        if count == 0:
+            from conveyor.server.workers.pool import default_count
+
+            count = default_count()
         # --workers 0 on one core is one front end: in this process, as --workers 1, since a
         # front-end process would add its hop and gain no core.
-        count = s.workers or default_count()
         if count == 1 and not s.front_end_process:
             front_ends = protocol_front_ends(s, self.data_plane, routes=self.routes)
         else:
+            # Only a server with front-end processes loads their machinery.
+            from conveyor.server.workers.pool import FrontEndPool
+
             front_ends = [FrontEndPool(self.data_plane, s, count)]
         if s.metrics:
             auth = BearerAuth(s.auth_token) if s.auth_token is not None else None
