@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import signal
 import socket
@@ -26,7 +27,7 @@ from conveyor.engine.polling import RepositoryPoller
 from conveyor.server.access_log import AccessLog
 from conveyor.server.auth import BearerAuth
 from conveyor.server.dataplane import DataPlane
-from conveyor.server.frontend import FrontEnd
+from conveyor.server.frontend import FrontEnd, PortUnavailable
 from conveyor.server.grpc.server import GRPCFrontEnd
 from conveyor.server.http.connection import HTTPToolsFrontEnd
 from conveyor.server.http.routes import V2Routes
@@ -96,6 +97,9 @@ class Server:
         try:
             try:
                 await self.startup()
+            except PortUnavailable as exc:
+                log.error("%s", cannot_listen(exc))  # one line that says what to change
+                return 1
             except Exception as exc:
                 log.error("server failed to start: %s", exc)
                 return 1
@@ -213,6 +217,24 @@ class Server:
                 with contextlib.suppress(Exception):
                     await front_end.stop(0.5)
         self.front_ends = []
+
+
+# The option of ``conveyor serve`` that moves each front end to another port.
+PORT_OPTIONS = {"HTTP": "--http-port", "gRPC": "--grpc-port", "metrics": "--metrics-port"}
+
+
+def cannot_listen(exc: PortUnavailable) -> str:
+    """Why a front end could not listen, and which option changes it, on one line."""
+    option = PORT_OPTIONS.get(exc.front_end, "its port option")
+    if exc.front_end == "metrics":
+        option += " (or turn metrics off with --no-metrics)"
+    if exc.errno == errno.EADDRNOTAVAIL:
+        fix = f"{exc.host!r} is not an address of this machine: choose another with --host"
+    elif exc.errno == errno.EADDRINUSE:
+        fix = f"another program is listening there: stop it, or choose another port with {option}"
+    else:
+        fix = f"choose another port with {option}"
+    return f"{exc}; {fix}"
 
 
 def _tracer(settings: Settings) -> Tracer:

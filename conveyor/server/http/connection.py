@@ -50,7 +50,7 @@ from conveyor.errors import ConveyorError, InvalidInput, Unauthenticated
 from conveyor.protocol.binary import BytesLike, Chunk
 from conveyor.server.access_log import AccessLog
 from conveyor.server.auth import CHALLENGE, OPEN_HTTP_PATHS, BearerAuth
-from conveyor.server.frontend import bind
+from conveyor.server.frontend import bind, front_end_label
 from conveyor.server.http import body as bodies
 from conveyor.server.http.errors import error_response
 from conveyor.server.http.routes import JSON, Headers, PendingInfer, Reply, StreamingReply
@@ -819,7 +819,9 @@ class HTTPToolsFrontEnd:
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
         self._refresh()
-        sock = self._sock if self._sock is not None else bind(self._host, self._port)
+        sock = self._sock
+        if sock is None:
+            sock = bind(self._host, self._port, front_end_label(self.name))
         self._server = await self.loop.create_server(
             lambda: HTTPProtocol(self),
             sock=sock,
