@@ -177,11 +177,25 @@ class Server:
             self._poller = RepositoryPoller(engine, self.settings.poll_interval)
             self._poller.start()
             log.info("polling the repository every %g s", self.settings.poll_interval)
-        names = ", ".join(engine.model_names()) or "none"
-        log.info("ready: serving %s", names)
+        self._log_readiness(engine)
         for front_end in self.front_ends:
             if front_end.name == "metrics":
                 log.info("dashboard: %s/", front_end.url)
+
+    def _log_readiness(self, engine: Engine) -> None:
+        """Say what /v2/health/ready now answers: the log and the endpoint never disagree."""
+        names = ", ".join(engine.model_names()) or "none"
+        failed = ", ".join(e.name for e in engine.failed_models())
+        reason = self.data_plane.not_ready_reason()
+        if reason is None:
+            log.info("ready: serving %s%s", names, f" (failed to load: {failed})" if failed else "")
+            return
+        log.warning(
+            "not ready (/v2/health/ready answers 400): %s; serving %s; with "
+            "--no-strict-readiness a model that failed to load leaves the server ready",
+            reason,
+            names,
+        )
 
     def _engine_from_settings(self) -> Engine:
         s = self.settings

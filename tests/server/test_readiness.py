@@ -105,6 +105,23 @@ def test_a_failed_model_makes_the_server_not_ready_by_default(strict: RunningSer
         assert not http.is_model_ready("broken") and not grpc.is_model_ready("broken")
 
 
+def test_the_start_log_says_what_health_ready_answers(
+    strict: RunningServer, relaxed: RunningServer
+) -> None:
+    assert get_json(strict.http_url, "/v2/health/ready")[0] == 400
+    assert strict.stop() == 0
+    log = strict.output()
+    assert "ready: serving" not in log, log
+    warning = "WARNING conveyor.server: not ready (/v2/health/ready answers 400): "
+    assert f"{warning}a model failed to load: 'broken'" in log
+    assert WHY in log and "serving good;" in log and "--no-strict-readiness" in log
+    assert get_json(relaxed.http_url, "/v2/health/ready")[0] == 200
+    assert relaxed.stop() == 0
+    log = relaxed.output()
+    assert "INFO conveyor.server: ready: serving good (failed to load: broken)" in log, log
+    assert "not ready" not in log
+
+
 def test_relaxed_readiness_leaves_the_server_ready(relaxed: RunningServer) -> None:
     assert get_json(relaxed.http_url, "/v2/health/ready")[0] == 200
     http, grpc = clients(relaxed)
