@@ -163,6 +163,13 @@ def test_a_route_asked_with_another_method_is_405_with_allow(
         assert status == 400  # the request is wrong, not the method
 
 
+def test_the_metrics_port_answers_405_to_other_methods(server: RunningServer) -> None:
+    metrics = f"http://127.0.0.1:{server.metrics_port}"
+    got, headers, _ = request(metrics, "POST", "/metrics")
+    assert got == 405 and headers["allow"] == "GET, HEAD"
+    assert request(metrics, "GET", "/metrics")[0] == 200
+
+
 def test_metadata_over_raw_http(server: RunningServer) -> None:
     status, body = get_json(server.http_url, "/v2/models/tiny/versions/1")
     assert status == 200 and body["name"] == "tiny"
