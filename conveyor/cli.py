@@ -21,7 +21,8 @@ commands:
 
 With no REPOSITORY, the built-in example models. A repository is laid out as
 <repository>/<model>/<version>/model.onnx (or model.py) with <model>/config.toml beside.
---log-level may come before or after the command. "conveyor COMMAND --help" for its options.
+--log-level may come before or after the command. "conveyor COMMAND --help" for its options;
+"conveyor --version" for the version.
 """
 LOG_LEVEL_HELP = "debug, info, warning, error (default: info for serve, else warning)"
 
@@ -122,6 +123,9 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--log-level", help=LOG_LEVEL_HELP)
+    parser.add_argument(
+        "--version", action=_PrintVersion, help="print the version (conveyor X.Y.Z) and exit"
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser(
         "serve", help="serve a model repository over KServe V2 HTTP/REST and gRPC, with metrics"
@@ -150,6 +154,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_ray_parser(commands)
     return parser
+
+
+class _PrintVersion(argparse.Action):
+    """``--version``: argparse's own version action wants the text when the parser is built,
+    and reading the package metadata then would slow every command's start."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, help: str | None = None):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        from conveyor._version import package_version
+
+        print(f"conveyor {package_version()}")
+        parser.exit()
 
 
 def _add_log_level(command: argparse.ArgumentParser) -> None:

@@ -6,7 +6,8 @@
     ├── ModelNotReady           the model exists but is not loaded (yet, or any more), or
     │   │                       every instance is stuck past its execution_timeout_s
     │   └── ModelUnavailable    it failed to load: retrying will not help until it is fixed
-    │                           and loaded again (a client error, as Triton answers it)
+    │       │                   and loaded again (not found, as Triton answers it)
+    │       └── ModelLoadFailed a request to load it failed (a client error, as Triton's)
     ├── Unavailable             the server cannot take the request now; retrying later may work
     │   ├── QueueFull           the model's bounded queue is full
     │   └── ShuttingDown        the engine is draining and takes no new work
@@ -76,7 +77,14 @@ class ModelNotReady(ConveyorError):
 
 class ModelUnavailable(ModelNotReady):
     """The model failed to load; the message says why. Not transient, so not UNAVAILABLE:
-    like Triton, the server answers it 400 / INVALID_ARGUMENT."""
+    like Triton, which has no version of it to serve, the server answers NOT_FOUND (404)."""
+
+    kind = ErrorKind.NOT_FOUND
+
+
+class ModelLoadFailed(ModelUnavailable):
+    """A request to load the model failed; the message says why. Triton answers it 400 /
+    INVALID_ARGUMENT."""
 
     kind = ErrorKind.INVALID_ARGUMENT
 

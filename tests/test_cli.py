@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -53,3 +54,25 @@ def test_an_unknown_log_level_is_refused_in_words() -> None:
     assert out.returncode == 2
     assert "--log-level must be one of debug, info, warning, error" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_version_prints_the_package_version() -> None:
+    from conveyor._version import package_version
+
+    out = conveyor("--version")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == f"conveyor {package_version()}\n"
+    assert re.fullmatch(r"conveyor \d+\.\d+\.\d+\S*\n", out.stdout)
+    assert "--version" in conveyor("--help").stdout
+
+
+def test_bench_usage_shows_its_subcommands() -> None:
+    out = conveyor("bench", "--help")
+    assert out.returncode == 0, out.stderr
+    usage = out.stdout.split("\n\n")[0]  # the usage lines, before the description
+    assert usage.startswith("usage: conveyor bench [-h]")
+    assert "conveyor bench plot REPORT.json [REPORT.json ...] -o OUT.png" in usage
+    assert "conveyor bench ceiling" in usage
+    # The lines name forms that work: each subcommand answers its own --help.
+    for sub in ("plot", "ceiling"):
+        assert conveyor("bench", sub, "--help").stdout.startswith(f"usage: conveyor bench {sub}")

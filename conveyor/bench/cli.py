@@ -52,15 +52,26 @@ OPTION_SOURCES = (
 )
 
 
+# The subcommands' usage lines, as ``conveyor bench --help`` shows them under the run form's.
+SUBCOMMAND_USAGE = (
+    "conveyor bench plot REPORT.json [REPORT.json ...] -o OUT.png [--title TITLE]",
+    "conveyor bench ceiling [options]",
+)
+
+
 def run_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="conveyor bench",
         description="Load-test one model of a V2 server (Conveyor, Triton, MLServer) or of the "
-        "in-process engine. Subcommands: `conveyor bench plot A.json B.json -o out.png`, "
-        "`conveyor bench ceiling`.",
+        "in-process engine. Two subcommands: plot draws written reports side by side; ceiling "
+        "measures the load generator's own ceiling against canned servers (each has --help).",
     )
     for source, title in OPTION_SOURCES:
         add_arguments(p.add_argument_group(title), source)
+    # The usage argparse writes covers the run form only; the subcommands are dispatched
+    # before this parser, so their lines are added to it by hand.
+    generated = p.format_usage().removeprefix("usage: ").rstrip("\n").replace("%", "%%")
+    p.usage = "\n       ".join((generated, *SUBCOMMAND_USAGE))
     return p
 
 
@@ -116,15 +127,15 @@ def _can_plot() -> bool:
 def _plot(argv: Sequence[str]) -> int:
     from conveyor.bench.plot import plot_reports
 
-    if not _can_plot():
-        return 2
     p = argparse.ArgumentParser(
         prog="conveyor bench plot", description="Draw several reports on one plot."
     )
     p.add_argument("reports", nargs="+", metavar="REPORT.json")
     p.add_argument("-o", "--output", required=True, metavar="OUT.png")
     p.add_argument("--title")
-    args = p.parse_args(argv)
+    args = p.parse_args(argv)  # first: --help answers without matplotlib
+    if not _can_plot():
+        return 2
     plot_reports([read_json(path) for path in args.reports], args.output, args.title)
     print(args.output)
     return 0

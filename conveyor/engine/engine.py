@@ -26,6 +26,7 @@ from conveyor.engine.stats import ModelStatistics
 from conveyor.errors import (
     ConveyorError,
     InvalidInput,
+    ModelLoadFailed,
     ModelNotFound,
     ModelNotReady,
     ModelUnavailable,
@@ -352,8 +353,8 @@ class Engine:
             reason = f": {status.reason}" if status.reason else ""
             if status.state is ModelState.UNAVAILABLE and model in self._wanted:
                 return ModelUnavailable(
-                    f"{unavailable}model {model!r} is not ready (UNAVAILABLE): "
-                    f"it failed to load{reason}"
+                    f"{unavailable}model {model!r} is not ready: it failed to load: "
+                    f"{status.reason or 'no reason given'}"
                 )
             return ModelNotReady(
                 f"{unavailable}model {model!r} is not ready ({status.state}){reason}"
@@ -442,7 +443,7 @@ class Engine:
         if failure is not None:
             if folder is not None:
                 remove_written(folder)
-            raise ModelUnavailable(
+            raise ModelLoadFailed(
                 f"load failed for model '{name}': model {name!r} failed to load: {failure}"
             )
         with self._lock:

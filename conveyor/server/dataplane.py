@@ -182,7 +182,7 @@ class DataPlane(TraceExtension):
         ]
 
     async def load(self, name: str, parameters: Mapping[str, object] | None = None) -> None:
-        """Load (or reload) ``name``; ModelUnavailable (a client error) if it fails to load.
+        """Load (or reload) ``name``; ModelLoadFailed (a client error) if it fails to load.
 
         ``parameters``: the request's, by name (values as the front end read them: JSON
         values over HTTP, the parameter's oneof value over gRPC). A ``config`` (JSON) and

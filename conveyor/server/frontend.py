@@ -7,6 +7,7 @@ holds finish (bounded by ``timeout``) before it returns.
 
 from __future__ import annotations
 
+import os
 import socket
 from typing import Protocol
 
@@ -22,8 +23,38 @@ class FrontEnd(Protocol):
     async def stop(self, timeout: float) -> None: ...
 
 
-def bind(host: str, port: int) -> socket.socket:
-    """A listening-ready TCP socket on (host, port); OSError says which port failed."""
+class PortUnavailable(OSError):
+    """A front end could not listen on its port (taken, not permitted, not an address here).
+
+    ``front_end`` is what a user calls it (HTTP, gRPC, metrics), so the server can name the
+    option that moves it; ``errno`` is the operating system's, when it gave one.
+    """
+
+    def __init__(
+        self, front_end: str, host: str, port: int, errno: int | None, reason: str = ""
+    ) -> None:
+        super().__init__(errno, reason or _reason(errno))
+        self.front_end = front_end
+        self.host = host
+        self.port = port
+        where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        self.message = f"cannot serve {front_end} on {where}: {self.strerror}"
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def _reason(errno: int | None) -> str:
+    return os.strerror(errno) if errno else "the port is in use or the address is invalid"
+
+
+def front_end_label(name: str) -> str:
+    """A front end's name as a user calls it: ``http`` -> HTTP, ``grpc`` -> gRPC."""
+    return {"http": "HTTP", "grpc": "gRPC"}.get(name, name)
+
+
+def bind(host: str, port: int, front_end: str = "HTTP") -> socket.socket:
+    """A listening-ready TCP socket on (host, port); PortUnavailable says which failed."""
     infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     family, kind, proto, _, address = infos[0]
     sock = socket.socket(family, kind, proto)
@@ -32,6 +63,6 @@ def bind(host: str, port: int) -> socket.socket:
         sock.bind(address)
     except OSError as exc:
         sock.close()
-        raise OSError(exc.errno, f"cannot listen on {host}:{port}: {exc.strerror}") from None
+        raise PortUnavailable(front_end, host, port, exc.errno) from None
     sock.setblocking(False)
     return sock

@@ -33,6 +33,12 @@ NOT_FOUND: Reply = (
     [(b"content-type", b"text/plain")],
 )
 
+# Every route here is read-only.
+METHOD_NOT_ALLOWED: Reply = (
+    405,
+    b"method not allowed: the metrics port answers GET and HEAD\n",
+    [(b"content-type", b"text/plain"), (b"allow", b"GET, HEAD")],
+)
 
 NO_STORE = (b"cache-control", b"no-store")
 
@@ -56,7 +62,7 @@ class MetricsRoutes:
         header_length: bytes | None,
     ) -> Reply | StreamReply:
         if method not in ("GET", "HEAD"):
-            return NOT_FOUND
+            return METHOD_NOT_ALLOWED
         if path != "/metrics":
             return await self._dashboard_reply(path)
         loop = asyncio.get_running_loop()

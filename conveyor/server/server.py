@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import signal
 import socket
@@ -26,7 +27,7 @@ from conveyor.engine.polling import RepositoryPoller
 from conveyor.server.access_log import AccessLog
 from conveyor.server.auth import BearerAuth
 from conveyor.server.dataplane import DataPlane
-from conveyor.server.frontend import FrontEnd
+from conveyor.server.frontend import FrontEnd, PortUnavailable
 from conveyor.server.grpc.server import GRPCFrontEnd
 from conveyor.server.http.connection import HTTPToolsFrontEnd
 from conveyor.server.http.routes import V2Routes
@@ -96,6 +97,9 @@ class Server:
         try:
             try:
                 await self.startup()
+            except PortUnavailable as exc:
+                log.error("%s", cannot_listen(exc))  # one line that says what to change
+                return 1
             except Exception as exc:
                 log.error("server failed to start: %s", exc)
                 return 1
@@ -173,11 +177,25 @@ class Server:
             self._poller = RepositoryPoller(engine, self.settings.poll_interval)
             self._poller.start()
             log.info("polling the repository every %g s", self.settings.poll_interval)
-        names = ", ".join(engine.model_names()) or "none"
-        log.info("ready: serving %s", names)
+        self._log_readiness(engine)
         for front_end in self.front_ends:
             if front_end.name == "metrics":
                 log.info("dashboard: %s/", front_end.url)
+
+    def _log_readiness(self, engine: Engine) -> None:
+        """Say what /v2/health/ready now answers: the log and the endpoint never disagree."""
+        names = ", ".join(engine.model_names()) or "none"
+        failed = ", ".join(e.name for e in engine.failed_models())
+        reason = self.data_plane.not_ready_reason()
+        if reason is None:
+            log.info("ready: serving %s%s", names, f" (failed to load: {failed})" if failed else "")
+            return
+        log.warning(
+            "not ready (/v2/health/ready answers 400): %s; serving %s; with "
+            "--no-strict-readiness a model that failed to load leaves the server ready",
+            reason,
+            names,
+        )
 
     def _engine_from_settings(self) -> Engine:
         s = self.settings
@@ -213,6 +231,24 @@ class Server:
                 with contextlib.suppress(Exception):
                     await front_end.stop(0.5)
         self.front_ends = []
+
+
+# The option of ``conveyor serve`` that moves each front end to another port.
+PORT_OPTIONS = {"HTTP": "--http-port", "gRPC": "--grpc-port", "metrics": "--metrics-port"}
+
+
+def cannot_listen(exc: PortUnavailable) -> str:
+    """Why a front end could not listen, and which option changes it, on one line."""
+    option = PORT_OPTIONS.get(exc.front_end, "its port option")
+    if exc.front_end == "metrics":
+        option += " (or turn metrics off with --no-metrics)"
+    if exc.errno == errno.EADDRNOTAVAIL:
+        fix = f"{exc.host!r} is not an address of this machine: choose another with --host"
+    elif exc.errno == errno.EADDRINUSE:
+        fix = f"another program is listening there: stop it, or choose another port with {option}"
+    else:
+        fix = f"choose another port with {option}"
+    return f"{exc}; {fix}"
 
 
 def _tracer(settings: Settings) -> Tracer:

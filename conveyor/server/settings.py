@@ -291,6 +291,13 @@ class Settings:
             )
         if (self.tls_cert is None) != (self.tls_key is None):
             raise ValueError("--tls-cert and --tls-key go together; give both or neither")
+        if self.repository is not None and not os.path.isdir(self.repository):
+            # Checked here, before any port is opened or "listening" logged.
+            problem = "is not a directory" if os.path.exists(self.repository) else "does not exist"
+            raise ValueError(
+                f"model repository {self.repository!r} {problem} (the repository argument: a "
+                "directory of <model>/<version>/ folders; leave it out for the built-in examples)"
+            )
         for name in ("tls_cert", "tls_key"):
             path = getattr(self, name)
             if path is not None and not os.path.isfile(path):

@@ -117,10 +117,11 @@ def test_a_bad_model_does_not_stop_the_others(repo):
             assert index[name].state == "UNAVAILABLE"
             with pytest.raises(conveyor.ModelNotReady, match=f"model '{name}' is not ready"):
                 engine.submit(name, {})
-            # Failed to load: not transient, so a client error (400), not Unavailable (503).
+            # Failed to load: not transient, so not Unavailable (503); as Triton, which has
+            # no version of it to serve, NOT_FOUND (404).
             with pytest.raises(conveyor.ModelUnavailable, match="failed to load") as caught:
                 engine.submit(name, {})
-            assert caught.value.kind is conveyor.ErrorKind.INVALID_ARGUMENT
+            assert caught.value.kind is conveyor.ErrorKind.NOT_FOUND
             assert index[name].reason in caught.value.message
         assert [e.name for e in engine.failed_models()] == ["broken", "raises", "typo"]
         out = engine.submit("good", {"INPUT0": np.zeros((1, 16), np.float32)}).result(5)

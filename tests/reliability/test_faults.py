@@ -220,8 +220,8 @@ def test_a_model_that_fails_to_load_leaves_the_others_serving(server: RunningSer
     assert http_get(server, "/v2/health/ready") == 200
     assert http_get(server, "/v2/models/broken/ready") == 400
     status, answer = http_post(server, "broken", {"inputs": []})
-    # 400, as Triton: a model that failed to load will not serve if retried (503 would say so)
-    assert status == 400, answer
+    # 404, as Triton (no version to serve): it will not serve if retried (503 would say so)
+    assert status == 404, answer
     assert "weights.bin is missing" in answer["error"]
     with httpclient.InferenceServerClient(f"127.0.0.1:{server.http_port}") as client:
         assert client.is_model_ready("tiny") is True

@@ -3,7 +3,7 @@ schemathesis driving the real server from it (bounded: a few examples per operat
 
 The checks: no 5xx for any generated request; every status, content type and response
 body one the description allows. Not checked: schemathesis's opinions beyond the V2
-protocol (e.g. 405 for an undeclared method: Conveyor answers 404, as Triton does).
+protocol.
 """
 
 from __future__ import annotations

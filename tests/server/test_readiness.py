@@ -4,8 +4,9 @@ over HTTP and gRPC (tritonclient), on a repository with one good model and one b
 - Strict readiness (the default): the server is not ready while a model it was asked to
   load is not READY; ``--no-strict-readiness`` relaxes it. Model readiness is the same
   either way: the good model ready, the broken one not.
-- Inference on the broken model: 400 / INVALID_ARGUMENT naming the model and why (not 503:
-  retrying will not help). An explicit load that fails: 400 / INVALID_ARGUMENT, with why.
+- Inference on the broken model: 404 / NOT_FOUND, as Triton's core answers a model with no
+  version to serve (not 503: retrying will not help), in Triton's words and then the load
+  error. An explicit load that fails: 400 / INVALID_ARGUMENT (Triton's too), with why.
 - ``conveyor models`` exits 1 when a model failed to load, 0 when every model loaded.
 """
 
@@ -105,6 +106,23 @@ def test_a_failed_model_makes_the_server_not_ready_by_default(strict: RunningSer
         assert not http.is_model_ready("broken") and not grpc.is_model_ready("broken")
 
 
+def test_the_start_log_says_what_health_ready_answers(
+    strict: RunningServer, relaxed: RunningServer
+) -> None:
+    assert get_json(strict.http_url, "/v2/health/ready")[0] == 400
+    assert strict.stop() == 0
+    log = strict.output()
+    assert "ready: serving" not in log, log
+    warning = "WARNING conveyor.server: not ready (/v2/health/ready answers 400): "
+    assert f"{warning}a model failed to load: 'broken'" in log
+    assert WHY in log and "serving good;" in log and "--no-strict-readiness" in log
+    assert get_json(relaxed.http_url, "/v2/health/ready")[0] == 200
+    assert relaxed.stop() == 0
+    log = relaxed.output()
+    assert "INFO conveyor.server: ready: serving good (failed to load: broken)" in log, log
+    assert "not ready" not in log
+
+
 def test_relaxed_readiness_leaves_the_server_ready(relaxed: RunningServer) -> None:
     assert get_json(relaxed.http_url, "/v2/health/ready")[0] == 200
     http, grpc = clients(relaxed)
@@ -115,7 +133,7 @@ def test_relaxed_readiness_leaves_the_server_ready(relaxed: RunningServer) -> No
         assert not http.is_model_ready("broken") and not grpc.is_model_ready("broken")
 
 
-def test_inference_on_a_model_that_failed_to_load_is_a_client_error(
+def test_inference_on_a_model_that_failed_to_load_is_not_found_with_the_load_error(
     relaxed: RunningServer,
 ) -> None:
     status, body = post_json(
@@ -123,19 +141,24 @@ def test_inference_on_a_model_that_failed_to_load_is_a_client_error(
         "/v2/models/broken/infer",
         {"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, 1], "data": [0.0]}]},
     )
-    assert status == 400, body
-    assert "'broken'" in body["error"] and "failed to load" in body["error"]
+    assert status == 404, body
+    assert body["error"].startswith(
+        "Request for unknown model: 'broken' has no available versions: "  # Triton's words
+        "model 'broken' is not ready: it failed to load: "
+    )
     assert WHY in body["error"]
     http, grpc = clients(relaxed)
     with http, grpc:
         with pytest.raises(InferenceServerException) as over_http:
             http.infer("broken", [fp32_input(httpclient)])
-        assert over_http.value.status() == "400"
+        assert over_http.value.status() == "404"
         assert WHY in over_http.value.message()
         with pytest.raises(InferenceServerException) as over_grpc:
             grpc.infer("broken", [fp32_input(grpcclient)], client_timeout=30)
-        assert over_grpc.value.status() == "StatusCode.INVALID_ARGUMENT"
-        assert "'broken'" in over_grpc.value.message() and WHY in over_grpc.value.message()
+        assert over_grpc.value.status() == "StatusCode.NOT_FOUND"
+        assert "failed to load" in over_grpc.value.message() and WHY in over_grpc.value.message()
+        # Its metadata and config: the same answer (there is no version to describe).
+        assert get_json(relaxed.http_url, "/v2/models/broken/config")[0] == 404
         # The good model serves all along.
         x = grpcclient.InferInput("INPUT0", [1, 16], "FP32")
         x.set_data_from_numpy(np.zeros((1, 16), np.float32))

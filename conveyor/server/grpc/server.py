@@ -15,8 +15,10 @@ from typing import TYPE_CHECKING
 import grpc
 
 from conveyor.protocol.limits import DEFAULT_MAX_MESSAGE_BYTES
+from conveyor.server import frontend
 from conveyor.server.auth import BearerAuth
 from conveyor.server.dataplane import DataPlane
+from conveyor.server.frontend import PortUnavailable
 from conveyor.server.grpc.auth import TokenInterceptor
 from conveyor.server.grpc.service import bind, generic_handler
 from conveyor.server.grpc.servicer import InferenceServicer
@@ -70,11 +72,21 @@ async def start_grpc_server(
         else:
             bound = server.add_insecure_port(address)
     except RuntimeError as exc:  # newer grpcio raises instead of returning 0
-        raise OSError(f"cannot serve gRPC on {address}: {exc}") from None
+        raise _why_not(host, port, str(exc)) from None
     if bound == 0:
-        raise OSError(f"cannot serve gRPC on {address}: the address is in use or invalid")
+        raise _why_not(host, port, "")
     await server.start()
     return server
+
+
+def _why_not(host: str, port: int, detail: str) -> PortUnavailable:
+    """grpcio says only that it could not bind: binding a socket of our own there finds the
+    system's reason (say, "Address already in use")."""
+    try:
+        frontend.bind(host, port, "gRPC").close()
+    except PortUnavailable as exc:
+        return exc
+    return PortUnavailable("gRPC", host, port, None, detail)
 
 
 async def start_conveyor_grpc_server(
@@ -98,13 +110,14 @@ async def start_conveyor_grpc_server(
         from conveyor.server.tls import server_context
 
         ssl_context = server_context(*tls)
-    address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     try:
         return await start_h2_server(
             service, host, port, ssl_context=ssl_context, reuse_port=reuse_port
         )
     except OSError as exc:
-        raise OSError(f"cannot serve gRPC on {address}: {exc.strerror or exc}") from None
+        # The system's words for the errno ("Address already in use"), not asyncio's long ones.
+        detail = "" if exc.errno else str(exc)
+        raise PortUnavailable("gRPC", host, port, exc.errno, detail) from None
 
 
 async def stop_grpc_server(server: grpc.aio.Server | H2Server, grace: float | None = 5.0) -> None:

@@ -19,7 +19,7 @@ from conveyor.errors import Unauthenticated
 from conveyor.server.auth import CHALLENGE, OPEN_HTTP_PATHS, BearerAuth
 from conveyor.server.http import body as bodies
 from conveyor.server.http.errors import error_response
-from conveyor.server.http.routes import JSON, StreamingReply, V2Routes
+from conveyor.server.http.routes import JSON, MethodNotAllowed, StreamingReply, V2Routes
 
 _CLOSE = (b"connection", b"close")
 
@@ -88,6 +88,9 @@ class ASGIApp:
             headers = list(JSON)
             if status == 401:
                 headers.append((b"www-authenticate", CHALLENGE))
+            if isinstance(exc, MethodNotAllowed):
+                status = 405
+                headers.append((b"allow", ", ".join(exc.allow).encode()))
         if state.unread:
             # The rest of the body was never read: this connection cannot be reused.
             headers = [*headers, _CLOSE]

@@ -50,10 +50,17 @@ from conveyor.errors import ConveyorError, InvalidInput, Unauthenticated
 from conveyor.protocol.binary import BytesLike, Chunk
 from conveyor.server.access_log import AccessLog
 from conveyor.server.auth import CHALLENGE, OPEN_HTTP_PATHS, BearerAuth
-from conveyor.server.frontend import bind
+from conveyor.server.frontend import bind, front_end_label
 from conveyor.server.http import body as bodies
 from conveyor.server.http.errors import error_response
-from conveyor.server.http.routes import JSON, Headers, PendingInfer, Reply, StreamingReply
+from conveyor.server.http.routes import (
+    JSON,
+    Headers,
+    MethodNotAllowed,
+    PendingInfer,
+    Reply,
+    StreamingReply,
+)
 from conveyor.server.settings import (
     DEFAULT_HTTP_BODY_TIMEOUT_S,
     DEFAULT_HTTP_HEADER_TIMEOUT_S,
@@ -115,7 +122,8 @@ _UNTIL_CLOSE = _Framing(
 
 _REASONS = {
     200: b"OK", 400: b"Bad Request", 401: b"Unauthorized", 404: b"Not Found",
-    408: b"Request Timeout", 500: b"Internal Server Error", 503: b"Service Unavailable",
+    405: b"Method Not Allowed", 408: b"Request Timeout", 500: b"Internal Server Error",
+    503: b"Service Unavailable",
 }  # fmt: skip
 _STATUS_LINES = {code: b"HTTP/1.1 %d %s\r\n" % (code, reason) for code, reason in _REASONS.items()}
 _INTERESTING = frozenset(
@@ -630,6 +638,8 @@ class HTTPProtocol(asyncio.BufferedProtocol):
         status, body = error_response(exc)
         if isinstance(exc, RequestTimeout):
             status = 408  # a transport matter, not a kind the engine knows
+        elif isinstance(exc, MethodNotAllowed):
+            return 405, body, [*JSON, (b"allow", ", ".join(exc.allow).encode())]
         return status, body, JSON
 
     def _respond(
@@ -819,7 +829,9 @@ class HTTPToolsFrontEnd:
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
         self._refresh()
-        sock = self._sock if self._sock is not None else bind(self._host, self._port)
+        sock = self._sock
+        if sock is None:
+            sock = bind(self._host, self._port, front_end_label(self.name))
         self._server = await self.loop.create_server(
             lambda: HTTPProtocol(self),
             sock=sock,

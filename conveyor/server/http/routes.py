@@ -79,6 +79,72 @@ class NotFoundRoute(ConveyorError):
     kind = ModelNotFound.kind
 
 
+class MethodNotAllowed(ConveyorError):
+    """A route that exists, asked with a method it does not take: the HTTP front end answers
+    405 with ``Allow: <allow>``. Raised and answered in one front end (it never crosses a
+    process, so ``allow`` is not pickled)."""
+
+    kind = InvalidInput.kind
+
+    def __init__(self, message: str, allow: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.allow = allow
+
+
+# HEAD is GET without the body (the transport leaves it out), so every GET route takes it.
+_GET, _POST, _BOTH = ("GET", "HEAD"), ("POST",), ("GET", "HEAD", "POST")
+# The methods of the routes with no variable part after /v2/.
+_FIXED_ROUTES = {
+    "": _GET,
+    "health/live": _GET,
+    "health/ready": _GET,
+    "openapi.json": _GET,
+    "models/stats": _GET,
+    "trace/setting": _BOTH,
+    "logging": _BOTH,
+    "repository/index": _POST,
+}
+_MODEL_ACTIONS = {
+    "": _GET,
+    "ready": _GET,
+    "config": _GET,
+    "stats": _GET,
+    "infer": _POST,
+    "generate": _POST,
+    "generate_stream": _POST,
+}
+_SHARED_MEMORY_ACTIONS = {"status": _GET, "register": _POST, "unregister": _POST}
+
+
+def allowed_methods(parts: list[str]) -> tuple[str, ...]:
+    """The methods the route at ``path.split('/')`` takes; () when no route is there."""
+    if len(parts) < 2 or parts[0] or parts[1] != "v2":
+        return ()
+    rest = parts[2:]
+    fixed = _FIXED_ROUTES.get("/".join(rest))
+    if fixed is not None:
+        return fixed
+    if rest[:1] == ["models"] and len(rest) >= 2 and rest[1]:
+        model_rest = rest[2:]
+        if len(model_rest) >= 2 and model_rest[0] == "versions" and model_rest[1]:
+            model_rest = model_rest[2:]
+        elif model_rest == ["trace", "setting"]:
+            return _BOTH
+        if len(model_rest) <= 1:
+            return _MODEL_ACTIONS.get(model_rest[0] if model_rest else "", ())
+        return ()
+    if rest[:2] == ["repository", "models"] and len(rest) == 4 and rest[3] in ("load", "unload"):
+        return _POST
+    if rest[:1] in (["systemsharedmemory"], ["cudasharedmemory"]):
+        region = rest[1:-1]
+        if region and (region[0] != "region" or len(region) < 2):
+            return ()
+        if rest[-1] == "register" and not region:
+            return ()
+        return _SHARED_MEMORY_ACTIONS.get(rest[-1], ())
+    return ()
+
+
 class V2Routes:
     """Every V2 route, as a translation to the data plane's calls."""
 
@@ -91,6 +157,24 @@ class V2Routes:
         self._clock = time.perf_counter
 
     async def handle(
+        self, method: str, path: str, read_body: ReadBody, header_length: bytes | None
+    ) -> Reply | StreamingReply:
+        try:
+            return await self._dispatch(
+                "GET" if method == "HEAD" else method, path, read_body, header_length
+            )
+        except NotFoundRoute:
+            # A route that is there but takes other methods is 405 (with Allow), not 404.
+            allow = allowed_methods(path.split("/"))
+            if allow and method not in allow:
+                # Triton's words (its whole answer) first, then which methods it takes.
+                takes = " or ".join((", ".join(allow[:-1]), allow[-1])) if allow[1:] else allow[0]
+                raise MethodNotAllowed(
+                    f"Method Not Allowed: {path} takes {takes}, not {method}", allow
+                ) from None
+            raise
+
+    async def _dispatch(
         self, method: str, path: str, read_body: ReadBody, header_length: bytes | None
     ) -> Reply | StreamingReply:
         parts = path.split("/")

@@ -21,7 +21,7 @@ import subprocess
 import sys
 from typing import TYPE_CHECKING
 
-from conveyor.server.frontend import bind
+from conveyor.server.frontend import PortUnavailable, bind
 from conveyor.server.workers.host import FrontEndLink
 from conveyor.server.workers.launch import Launch
 
@@ -69,7 +69,7 @@ class FrontEndPool:
 
     async def start(self) -> None:
         s = self._settings
-        self._http = bind(s.host, s.http_port)
+        self._http = bind(s.host, s.http_port, "HTTP")
         self._http.listen(s.backlog)
         self._grpc_reservation = _reserve_reuseport(s.host, s.grpc_port)
         self.grpc_port = self._grpc_reservation.getsockname()[1]
@@ -176,7 +176,7 @@ def _reserve_reuseport(host: str, port: int) -> socket.socket:
         sock.bind(address)
     except OSError as exc:
         sock.close()
-        raise OSError(exc.errno, f"cannot listen on {host}:{port}: {exc.strerror}") from None
+        raise PortUnavailable("gRPC", host, port, exc.errno) from None
     return sock
 
 

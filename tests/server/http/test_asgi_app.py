@@ -137,6 +137,9 @@ def test_errors_name_what_was_wrong(app: ASGIApp) -> None:
     assert status == 404 and "nope" in error_of((status, {}, body))
     response = call(app, "POST", "/v2/models/tiny/infer", b'{"inputs": 5}')
     assert response[0] == 400 and "'inputs' must be a list" in error_of(response)
+    status, headers, body = call(app, "GET", "/v2/models/tiny/infer")
+    assert status == 405 and headers[b"allow"] == b"POST"
+    assert "takes POST, not GET" in error_of((status, {}, body))
 
 
 def test_a_body_over_the_limit_is_refused_unread_and_the_connection_closed(app: ASGIApp) -> None:

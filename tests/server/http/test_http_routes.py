@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import tritonclient.http as httpclient
@@ -107,9 +109,9 @@ def test_model_control_is_off_by_default(triton) -> None:
         ("GET", "/", 404),
         ("GET", "/v1/models", 404),
         ("GET", "/v2/nothing", 404),
-        ("POST", "/v2/health/ready", 404),
-        ("GET", "/v2/models/tiny/infer", 404),
-        ("POST", "/v2/models/tiny", 404),
+        ("POST", "/v2/health/ready", 405),
+        ("GET", "/v2/models/tiny/infer", 405),
+        ("POST", "/v2/models/tiny", 405),
         ("GET", "/v2/models/tiny/versions/1/bogus", 404),
         ("GET", "/v2/models/no_such_model", 404),
         ("GET", "/v2/models/tiny/versions/9", 404),
@@ -123,6 +125,49 @@ def test_unknown_routes_answer_json_errors(
     assert got == status
     assert headers["content-type"] == "application/json"
     assert b'"error"' in body
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "allow"),
+    [
+        ("GET", "/v2/models/tiny/infer", "POST"),
+        ("GET", "/v2/models/tiny/versions/1/infer", "POST"),
+        ("GET", "/v2/models/no_such_model/infer", "POST"),  # the route is there either way
+        ("GET", "/v2/models/tiny/generate", "POST"),
+        ("PUT", "/v2/models/tiny/versions/1/ready", "GET, HEAD"),
+        ("POST", "/v2/models/tiny/config", "GET, HEAD"),
+        ("DELETE", "/v2", "GET, HEAD"),
+        ("GET", "/v2/repository/index", "POST"),
+        ("GET", "/v2/repository/models/tiny/load", "POST"),
+        ("DELETE", "/v2/logging", "GET, HEAD, POST"),
+        ("PUT", "/v2/models/tiny/trace/setting", "GET, HEAD, POST"),
+        ("POST", "/v2/systemsharedmemory/status", "GET, HEAD"),
+        ("GET", "/v2/systemsharedmemory/region/r/register", "POST"),
+    ],
+)
+def test_a_route_asked_with_another_method_is_405_with_allow(
+    server: RunningServer, method: str, path: str, allow: str
+) -> None:
+    got, headers, body = request(server.http_url, method, path)
+    assert got == 405, body
+    assert headers["allow"] == allow
+    assert headers["content-type"] == "application/json"
+    error = json.loads(body)["error"]
+    assert error.startswith("Method Not Allowed: ")  # Triton's words, then ours
+    *others, last = allow.split(", ")
+    takes = f"{', '.join(others)} or {last}" if others else last
+    assert f"{path} takes {takes}, not {method}" in error
+    # The route still answers its own method (a 405 is not a broken route).
+    if path == "/v2/models/tiny/infer":
+        status, _ = post_json(server.http_url, path, {"inputs": []})
+        assert status == 400  # the request is wrong, not the method
+
+
+def test_the_metrics_port_answers_405_to_other_methods(server: RunningServer) -> None:
+    metrics = f"http://127.0.0.1:{server.metrics_port}"
+    got, headers, _ = request(metrics, "POST", "/metrics")
+    assert got == 405 and headers["allow"] == "GET, HEAD"
+    assert request(metrics, "GET", "/metrics")[0] == 200
 
 
 def test_metadata_over_raw_http(server: RunningServer) -> None:
