@@ -133,7 +133,11 @@ CODES = {
     3: pb_utils.TritonError.NOT_FOUND,
     4: pb_utils.TritonError.UNAVAILABLE,
     7: pb_utils.TritonError.UNSUPPORTED,
+    9: pb_utils.TritonError.UNKNOWN,
+    10: pb_utils.TritonError.CANCELLED,
+    11: pb_utils.TritonError.INTERNAL,
 }
+RAISED = {12: pb_utils.TritonError.UNKNOWN, 13: pb_utils.TritonError.UNSUPPORTED}
 
 
 class TritonPythonModel:
@@ -143,6 +147,8 @@ class TritonPythonModel:
             what = int(pb_utils.get_input_tensor_by_name(request, "WHAT").as_numpy().ravel()[0])
             if what == 5:
                 raise pb_utils.TritonModelException("the whole batch fails")
+            if what in RAISED:
+                raise pb_utils.TritonError(f"raised for request {what}", RAISED[what])
             if what == 6:
                 request.get_response_sender()
             if what == 8:
