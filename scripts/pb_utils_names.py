@@ -119,7 +119,7 @@ def bound_names(source: str) -> tuple[set[str], set[str]]:
             owner = scopes.get(variable, current) if variable else current
             if variable == "module" and not found:
                 owner = ""
-            if not method.startswith("_") or method.startswith("__dlpack"):
+            if not method.startswith("_") or (method.startswith("__") and method.endswith("__")):
                 names.add(qualified(owner, method))
         for owner, attribute in ATTR.findall(statement):
             names.add(f"{owner}.{attribute}")
