@@ -137,7 +137,8 @@ CODES = {
     10: pb_utils.TritonError.CANCELLED,
     11: pb_utils.TritonError.INTERNAL,
 }
-RAISED = {12: pb_utils.TritonError.UNKNOWN, 13: pb_utils.TritonError.UNSUPPORTED}
+# 20 + code: raised from execute rather than returned, for each of Triton's eight codes.
+RAISED = {20 + code: code for code in range(8)}
 
 
 class TritonPythonModel:
