@@ -18,8 +18,12 @@
     ├── RepositoryError         a model repository entry or config is bad
     ├── AlreadyExists           what the caller would create exists already (a model's own
     │                           answer, e.g. a Triton Python model's ALREADY_EXISTS error)
+    ├── UnknownError            a model's own answer of no known kind (a Triton Python
+    │                           model's UNKNOWN error)
     ├── Unauthenticated         a missing or wrong credential
     └── Unsupported             a feature this server does not offer
+        └── ModelUnsupported    a model's own answer that it does not support what the
+                                request asks (a Triton Python model's UNSUPPORTED error)
 
 Each class carries a :class:`ErrorKind`; the HTTP and gRPC front ends map the kind to a
 status code at the edge, so nothing below them knows about either protocol. The clients go
@@ -44,6 +48,11 @@ class ErrorKind(enum.Enum):
     UNIMPLEMENTED = "unimplemented"
     FAILED_PRECONDITION = "failed_precondition"
     ALREADY_EXISTS = "already_exists"
+    UNKNOWN = "unknown"
+    # A model said it does not support what the request asks. Triton answers its model's
+    # UNSUPPORTED with HTTP 501 (gRPC UNIMPLEMENTED), where the server's own refusals of a
+    # feature it does not offer are 400: two kinds, so each edge keeps one table.
+    MODEL_UNSUPPORTED = "model_unsupported"
 
 
 class ConveyorError(Exception):
@@ -123,12 +132,20 @@ class AlreadyExists(ConveyorError):
     kind = ErrorKind.ALREADY_EXISTS
 
 
+class UnknownError(ConveyorError):
+    kind = ErrorKind.UNKNOWN
+
+
 class Unauthenticated(ConveyorError):
     kind = ErrorKind.UNAUTHENTICATED
 
 
 class Unsupported(ConveyorError):
     kind = ErrorKind.UNIMPLEMENTED
+
+
+class ModelUnsupported(Unsupported):
+    kind = ErrorKind.MODEL_UNSUPPORTED
 
 
 # What a client raises for a failure a server reported as ``kind``: the most general class
@@ -144,6 +161,8 @@ _RAISED_FOR_KIND: dict[ErrorKind, type[ConveyorError]] = {
     ErrorKind.UNAUTHENTICATED: Unauthenticated,
     ErrorKind.UNIMPLEMENTED: Unsupported,
     ErrorKind.ALREADY_EXISTS: AlreadyExists,
+    ErrorKind.UNKNOWN: UnknownError,
+    ErrorKind.MODEL_UNSUPPORTED: ModelUnsupported,
 }
 
 

@@ -93,10 +93,14 @@ class TritonModel(LoadedModel):
         )
 
     def _execute(self, requests: list[pb_utils.InferenceRequest]) -> Any:
-        with pb_utils.calling_through(self._caller):
-            responses = self.instance.execute(requests)
-            if inspect.isawaitable(responses):  # ``async def execute``, as Triton allows
-                responses = asyncio.run(_awaited(responses))
+        try:
+            with pb_utils.calling_through(self._caller):
+                responses = self.instance.execute(requests)
+                if inspect.isawaitable(responses):  # ``async def execute``, as Triton allows
+                    responses = asyncio.run(_awaited(responses))
+        except pb_utils.TritonError as exc:
+            # Raised for the whole batch: each request fails with its code's status.
+            raise exc.to_conveyor() from exc
         return responses
 
     def run_stream(self, request: RequestData, responses: Responses) -> None:
@@ -141,17 +145,13 @@ class TritonModel(LoadedModel):
             finalize()
 
 
-# Triton's TRITONSERVER_REQUEST_FLAG_SEQUENCE_START and _END, as request.flags() carries them.
-FLAG_SEQUENCE_START = 1
-FLAG_SEQUENCE_END = 2
-
-
 def _sequence_flags(request: RequestData) -> int:
+    """What ``request.flags()`` carries: Triton's sequence start and end flags."""
     sequence = request.sequence
     if sequence is None:
         return 0
-    return (FLAG_SEQUENCE_START if sequence.start else 0) | (
-        FLAG_SEQUENCE_END if sequence.end else 0
+    return (pb_utils.TRITONSERVER_REQUEST_FLAG_SEQUENCE_START if sequence.start else 0) | (
+        pb_utils.TRITONSERVER_REQUEST_FLAG_SEQUENCE_END if sequence.end else 0
     )
 
 

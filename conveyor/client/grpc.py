@@ -38,9 +38,12 @@ from conveyor.protocol.parameters import wire_priority, wire_timeout
 from conveyor.protocol.shared_memory import InputInRegion
 
 # The server's status -> the error raised here (the reverse of the server's edge mapping;
-# each ErrorKind is named after the gRPC status it stands for).
+# an ErrorKind is named after the gRPC status it stands for, but for MODEL_UNSUPPORTED,
+# which shares UNIMPLEMENTED with UNIMPLEMENTED and differs only over HTTP).
 _ERRORS: dict[grpc.StatusCode, type[ConveyorError]] = {
-    grpc.StatusCode[kind.name]: error_for_kind(kind) for kind in ErrorKind
+    grpc.StatusCode[kind.name]: error_for_kind(kind)
+    for kind in ErrorKind
+    if kind.name in grpc.StatusCode.__members__
 }
 # A message over a size limit, the client's or the server's.
 _ERRORS[grpc.StatusCode.RESOURCE_EXHAUSTED] = InvalidInput

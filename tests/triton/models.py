@@ -133,7 +133,12 @@ CODES = {
     3: pb_utils.TritonError.NOT_FOUND,
     4: pb_utils.TritonError.UNAVAILABLE,
     7: pb_utils.TritonError.UNSUPPORTED,
+    9: pb_utils.TritonError.UNKNOWN,
+    10: pb_utils.TritonError.CANCELLED,
+    11: pb_utils.TritonError.INTERNAL,
 }
+# 20 + code: raised from execute rather than returned, for each of Triton's eight codes.
+RAISED = {20 + code: code for code in range(8)}
 
 
 class TritonPythonModel:
@@ -143,6 +148,8 @@ class TritonPythonModel:
             what = int(pb_utils.get_input_tensor_by_name(request, "WHAT").as_numpy().ravel()[0])
             if what == 5:
                 raise pb_utils.TritonModelException("the whole batch fails")
+            if what in RAISED:
+                raise pb_utils.TritonError(f"raised for request {what}", RAISED[what])
             if what == 6:
                 request.get_response_sender()
             if what == 8:

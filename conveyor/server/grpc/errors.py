@@ -33,6 +33,8 @@ STATUS: dict[ErrorKind, grpc.StatusCode] = {
     ErrorKind.UNIMPLEMENTED: grpc.StatusCode.UNIMPLEMENTED,
     ErrorKind.FAILED_PRECONDITION: grpc.StatusCode.FAILED_PRECONDITION,
     ErrorKind.ALREADY_EXISTS: grpc.StatusCode.ALREADY_EXISTS,
+    ErrorKind.UNKNOWN: grpc.StatusCode.UNKNOWN,
+    ErrorKind.MODEL_UNSUPPORTED: grpc.StatusCode.UNIMPLEMENTED,
 }
 
 # gRPC carries the status message in a trailer, and clients refuse trailers over 16 KiB

@@ -24,9 +24,14 @@ STATUS: dict[ErrorKind, int] = {
     ErrorKind.UNAVAILABLE: 503,
     # Triton reports an expired request timeout as UNAVAILABLE; retrying later may work.
     ErrorKind.DEADLINE_EXCEEDED: 503,
-    ErrorKind.CANCELLED: 503,
     ErrorKind.INTERNAL: 500,
-    ErrorKind.ALREADY_EXISTS: 409,
+    # Triton's HTTP status of its error codes with no matching status (HttpCodeFromError in
+    # its http_server.cc): UNKNOWN, ALREADY_EXISTS and CANCELLED are all 400.
+    ErrorKind.CANCELLED: 400,
+    ErrorKind.ALREADY_EXISTS: 400,
+    ErrorKind.UNKNOWN: 400,
+    # A model's own UNSUPPORTED: 501, as Triton's HttpCodeFromError answers it.
+    ErrorKind.MODEL_UNSUPPORTED: 501,
 }
 
 

@@ -1,7 +1,8 @@
 """A Triton Python model on process instances, asked for in its config.pbtxt.
 
 ``execute`` answers with the worker's pid and instance name after some GIL-bound work, and
-calls ``add_sub`` (a thread-instance model of the same server) through BLS for its sum;
+calls ``add_sub`` (a thread-instance model of the same server) through BLS for its sum (and
+checks that ``exec(decoupled=True)``, which a worker cannot do, raises saying so);
 ``finalize`` appends the worker's pid to finalized.log.
 """
 
@@ -42,6 +43,13 @@ class TritonPythonModel:
             if answer.has_error():
                 responses.append(pb_utils.InferenceResponse(error=answer.error()))
                 continue
+            # What the worker's engine link cannot carry raises naming itself.
+            try:
+                call.exec(decoupled=True)
+            except pb_utils.TritonModelException as exc:
+                assert "from a process instance" in str(exc), exc
+            else:
+                raise AssertionError("exec(decoupled=True) worked on a process instance")
             doubled = pb_utils.get_output_tensor_by_name(answer, "OUTPUT0").as_numpy()
             responses.append(
                 pb_utils.InferenceResponse(

@@ -1,0 +1,353 @@
+"""Requests and responses: what ``execute`` gets and returns, the response sender of a
+decoupled model, and Business Logic Scripting (``InferenceRequest(...).exec()``), which runs
+another model of the same server through the engine."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import inspect
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from conveyor.backends.base import SequenceInfo
+from conveyor.errors import ConveyorError
+from conveyor.triton.pb_utils._errors import TritonError, TritonModelException, unsupported
+from conveyor.triton.pb_utils._tensors import PreferredMemory, Tensor
+
+if TYPE_CHECKING:
+    from conveyor.backends.base import ModelCaller, Responses
+
+# Triton's request flags (request.flags()), response flag (sender.send(flags=...)) and
+# request release flags (request.set_release_flags), with Triton's values.
+TRITONSERVER_REQUEST_FLAG_SEQUENCE_START = 1
+TRITONSERVER_REQUEST_FLAG_SEQUENCE_END = 2
+TRITONSERVER_RESPONSE_COMPLETE_FINAL = 1
+TRITONSERVER_REQUEST_RELEASE_ALL = 1
+TRITONSERVER_REQUEST_RELEASE_RESCHEDULE = 2
+
+# The engine's submit for the model whose code runs now: set by the Python backend around
+# initialize() and execute(), read by InferenceRequest.exec(). A context variable, so each
+# instance thread (and an async execute's tasks) sees its own model's engine.
+_caller: contextvars.ContextVar[ModelCaller | None] = contextvars.ContextVar(
+    "conveyor_triton_caller", default=None
+)
+
+
+@contextlib.contextmanager
+def calling_through(caller: ModelCaller | None) -> Iterator[None]:
+    """While inside, ``InferenceRequest.exec()`` submits through ``caller`` (the backend's)."""
+    token = _caller.set(caller)
+    try:
+        yield
+    finally:
+        _caller.reset(token)
+
+
+def _parameters_json(parameters: Mapping[str, Any] | str | None, where: str) -> str:
+    if parameters is None:
+        return "{}"
+    if isinstance(parameters, str):
+        parameters = json.loads(parameters)
+    if not isinstance(parameters, Mapping):
+        raise TritonModelException(
+            f"{where}: parameters must be a dict, got {type(parameters).__name__}"
+        )
+    for key, value in parameters.items():
+        if not isinstance(key, str) or not isinstance(value, bool | int | float | str):
+            raise TritonModelException(
+                f"{where}: parameter {key!r} = {value!r}; expected str keys and bool, number "
+                "or str values"
+            )
+    return json.dumps(dict(parameters))
+
+
+def get_input_tensor_by_name(request: InferenceRequest, name: str) -> Tensor | None:
+    return next((t for t in request.inputs() if t.name() == name), None)
+
+
+def get_output_tensor_by_name(response: InferenceResponse, name: str) -> Tensor | None:
+    return next((t for t in response.output_tensors() if t.name() == name), None)
+
+
+class InferenceResponse:
+    def __init__(
+        self,
+        output_tensors: Sequence[Tensor] = (),
+        error: TritonError | None = None,
+        parameters: Mapping[str, Any] | str | None = None,
+    ) -> None:
+        self._outputs = list(output_tensors)
+        self._error = error
+        self._parameters = _parameters_json(parameters, "InferenceResponse")
+
+    def output_tensors(self) -> list[Tensor]:
+        return self._outputs
+
+    def has_error(self) -> bool:
+        return self._error is not None
+
+    def error(self) -> TritonError | None:
+        return self._error
+
+    def parameters(self) -> str:
+        """The response's parameters as a JSON object string, as Triton's."""
+        return self._parameters
+
+
+class InferenceResponseSender:
+    """Sends a decoupled model's responses for one request, from any thread, any time."""
+
+    def __init__(self, responses: Responses) -> None:
+        self._responses = responses
+
+    def send(self, response: InferenceResponse | None = None, flags: int = 0) -> None:
+        """Send ``response`` (if any); with ``TRITONSERVER_RESPONSE_COMPLETE_FINAL`` it is
+        the last. A response with an error ends the request with that error."""
+        if response is not None:
+            error = response.error()
+            if error is not None:
+                self._responses.close(error.to_conveyor())
+                return
+            self._responses.send({t.name(): t.as_numpy() for t in response.output_tensors()})
+        if flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL:
+            self._responses.close()
+
+    def is_cancelled(self) -> bool:
+        return bool(getattr(self._responses, "cancelled", False))
+
+
+class InferenceTrace:
+    """A request's trace context (``request.trace()``): Conveyor hands models none."""
+
+    def get_context(self) -> str | None:
+        return None
+
+
+class ResponseIterator:
+    """The responses of a BLS ``exec(decoupled=True)``, in the order the model sent them.
+
+    As Triton's, the last response is an empty one (no outputs) that marks the end; a
+    failure comes as a response whose ``has_error()`` is true, and ends the iteration.
+    """
+
+    def __init__(self, responses: Iterator[InferenceResponse], cancel: Any = None) -> None:
+        self._responses = responses
+        self._cancel = cancel
+
+    def __iter__(self) -> ResponseIterator:
+        return self
+
+    def __next__(self) -> InferenceResponse:
+        return next(self._responses)
+
+    def cancel(self) -> None:
+        """Stop the request: the model's next send is refused."""
+        if self._cancel is not None:
+            self._cancel()
+
+
+class InferenceRequest:
+    """A request a model was given, or one it builds to call another model (BLS)."""
+
+    def __init__(
+        self,
+        request_id: str = "",
+        correlation_id: int | str = 0,
+        inputs: Sequence[Tensor] = (),
+        requested_output_names: Sequence[str] = (),
+        model_name: str | bytes | None = None,
+        model_version: int = -1,
+        flags: int = 0,
+        timeout: int = 0,
+        preferred_memory: PreferredMemory | None = None,
+        trace: InferenceTrace | None = None,
+        parameters: Mapping[str, Any] | str | None = None,
+    ) -> None:
+        if model_name is None:
+            raise TritonModelException("InferenceRequest: model_name is required")
+        if isinstance(model_name, bytes):  # e.g. as_numpy()[0] of a BYTES input, as Triton
+            model_name = model_name.decode("utf-8")
+        if not isinstance(correlation_id, int | str):
+            raise TritonModelException("Correlation ID must be integer or string")
+        self._model_name = model_name
+        self._inputs = list(inputs)
+        self._outputs = list(requested_output_names)
+        self._request_id = request_id
+        self._correlation_id = correlation_id
+        self._flags = flags
+        self._timeout = timeout  # microseconds, as Triton's
+        self._model_version = model_version
+        self._parameters = _parameters_json(parameters, "InferenceRequest")
+        self._trace = trace or InferenceTrace()
+        self._sender: InferenceResponseSender | None = None
+
+    def model_name(self) -> str:
+        return self._model_name
+
+    def model_version(self) -> int:
+        return self._model_version
+
+    def inputs(self) -> list[Tensor]:
+        return self._inputs
+
+    def requested_output_names(self) -> list[str]:
+        return self._outputs
+
+    def request_id(self) -> str:
+        return self._request_id
+
+    def correlation_id(self) -> int | str:
+        return self._correlation_id
+
+    def flags(self) -> int:
+        return self._flags
+
+    def set_flags(self, flags: int) -> None:
+        self._flags = flags
+
+    def timeout(self) -> int:
+        return self._timeout
+
+    def parameters(self) -> str:
+        """The request's parameters as a JSON object string, as Triton hands them over."""
+        return self._parameters
+
+    def trace(self) -> InferenceTrace:
+        return self._trace
+
+    def is_cancelled(self) -> bool:
+        return self._sender is not None and self._sender.is_cancelled()
+
+    def set_release_flags(self, flags: int) -> None:
+        """``TRITONSERVER_REQUEST_RELEASE_ALL`` is what happens anyway; rescheduling a
+        request to run again is not offered."""
+        if flags & TRITONSERVER_REQUEST_RELEASE_RESCHEDULE:
+            raise unsupported(
+                "pb_utils.InferenceRequest.set_release_flags("
+                "TRITONSERVER_REQUEST_RELEASE_RESCHEDULE)",
+                "requests are not rescheduled to run again",
+            )
+
+    def get_response_sender(self) -> InferenceResponseSender:
+        if self._sender is None:
+            raise TritonModelException(
+                "get_response_sender (decoupled models) is not supported for a model that is "
+                "not decoupled: declare model_transaction_policy { decoupled: true } in its "
+                "config.pbtxt (decoupled = true in config.toml)"
+            )
+        return self._sender
+
+    def _stream_to(self, responses: Responses) -> None:
+        """The backend's side: this request's responses go to ``responses``."""
+        self._sender = InferenceResponseSender(responses)
+
+    # -- Business Logic Scripting -----------------------------------------------------------
+
+    def exec(self, decoupled: bool = False) -> InferenceResponse | ResponseIterator:
+        """Run the request on its model through the engine; wait for and return the answer
+        (``decoupled=True``: an iterator over the responses, as they come).
+
+        Failures come back as a response with ``has_error()``, as in Triton, not raised.
+        """
+        if decoupled:
+            return self._stream()
+        future = self._submit()
+        if isinstance(future, InferenceResponse):
+            return future
+        try:
+            outputs = future.result()
+        except ConveyorError as exc:
+            return InferenceResponse(error=TritonError.from_conveyor(exc))
+        return InferenceResponse([Tensor(name, array) for name, array in outputs.items()])
+
+    async def async_exec(self, decoupled: bool = False) -> InferenceResponse | ResponseIterator:
+        """``exec`` without blocking the event loop of an ``async def execute``."""
+        if decoupled:
+            # The responses are read as the model iterates; starting the request is quick.
+            return self._stream()
+        future = self._submit()
+        if isinstance(future, InferenceResponse):
+            return future
+        try:
+            outputs = await asyncio.wrap_future(future)
+        except ConveyorError as exc:
+            return InferenceResponse(error=TritonError.from_conveyor(exc))
+        return InferenceResponse([Tensor(name, array) for name, array in outputs.items()])
+
+    def _arguments(self, caller: Any) -> dict[str, Any]:
+        arguments: dict[str, Any] = {
+            "version": None if self._model_version < 0 else self._model_version,
+            "outputs": self._outputs or None,
+            "timeout": self._timeout / 1e6 if self._timeout else None,
+            "request_id": self._request_id or None,
+        }
+        extra: dict[str, Any] = {}
+        if self._correlation_id:
+            extra["sequence"] = SequenceInfo(
+                self._correlation_id,
+                start=bool(self._flags & TRITONSERVER_REQUEST_FLAG_SEQUENCE_START),
+                end=bool(self._flags & TRITONSERVER_REQUEST_FLAG_SEQUENCE_END),
+            )
+        if self._parameters != "{}":
+            extra["parameters"] = json.loads(self._parameters)
+        accepted = inspect.signature(caller).parameters
+        for name in extra:
+            if name not in accepted:
+                raise unsupported(
+                    f"pb_utils.InferenceRequest.exec() with a {name} from a process instance",
+                    'run the model on thread instances (instance_kind "thread")',
+                )
+        return arguments | extra
+
+    def _inputs_dict(self) -> dict[str, Any]:
+        return {tensor.name(): tensor.as_numpy() for tensor in self._inputs}
+
+    def _submit(self) -> Any:
+        caller = _reachable()
+        try:
+            return caller(self._model_name, self._inputs_dict(), **self._arguments(caller))
+        except ConveyorError as exc:  # refused before it was queued (no such model, bad input)
+            return InferenceResponse(error=TritonError.from_conveyor(exc))
+
+    def _stream(self) -> ResponseIterator:
+        caller = _reachable()
+        # The engine's stream, beside its submit: the backend is given the engine's bound
+        # submit, and a process instance's caller has no stream.
+        stream = getattr(getattr(caller, "__self__", None), "stream", None)
+        if stream is None:
+            raise unsupported(
+                "pb_utils.InferenceRequest.exec(decoupled=True) from a process instance",
+                'run the model on thread instances (instance_kind "thread")',
+            )
+        arguments = self._arguments(caller)
+        if "sequence" in arguments:
+            raise unsupported("pb_utils.InferenceRequest.exec(decoupled=True) in a sequence")
+        try:
+            responses = stream(self._model_name, self._inputs_dict(), **arguments)
+        except ConveyorError as exc:
+            failed = InferenceResponse(error=TritonError.from_conveyor(exc))
+            return ResponseIterator(iter([failed]))
+        return ResponseIterator(_responses_of(responses), responses.close)
+
+
+def _responses_of(stream: Iterator[Mapping[str, Any]]) -> Iterator[InferenceResponse]:
+    try:
+        for outputs in stream:
+            yield InferenceResponse([Tensor(name, array) for name, array in outputs.items()])
+    except ConveyorError as exc:
+        yield InferenceResponse(error=TritonError.from_conveyor(exc))
+        return
+    yield InferenceResponse()  # the final, empty response that Triton's iterator ends with
+
+
+def _reachable() -> ModelCaller:
+    caller = _caller.get()
+    if caller is None:
+        raise TritonModelException(
+            "InferenceRequest.exec() works only inside initialize() or execute() of a model "
+            "served by Conveyor; here no server is reachable"
+        )
+    return caller

@@ -1,0 +1,204 @@
+"""Triton Python models for the stateful, decoupled and BLS paths of pb_utils.
+
+- ``running_sum``: stateful (sequence batching, no control inputs): keeps a sum per
+  ``request.correlation_id()`` that restarts when ``request.flags()`` has
+  ``TRITONSERVER_REQUEST_FLAG_SEQUENCE_START``, and answers [sum, started, ended].
+- ``countdown``: decoupled; checks ``pb_utils.using_decoupled_model_transaction_policy`` at
+  load (refusing to load if it is false), as python_backend's decoupled examples do, then
+  answers IN[0] responses, IN[0]-1 down to 0, and an empty final one.
+- ``doubler``: OUT = 2 * IN.
+- ``bls_by_name``: calls the model named by its BYTES input MODEL (``as_numpy()[0]``, a
+  bytes, as python_backend's BLS example passes it) with IN, and answers its OUT.
+- ``bls_stream``: ``exec(decoupled=True)`` (or, with ASYNC = 1, ``await
+  async_exec(decoupled=True)``) on countdown; answers [sum of the values, responses with
+  outputs, empty responses].
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+RUNNING_SUM = """
+import json
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.sums = {}
+
+    def execute(self, requests):
+        start = pb_utils.TRITONSERVER_REQUEST_FLAG_SEQUENCE_START
+        end = pb_utils.TRITONSERVER_REQUEST_FLAG_SEQUENCE_END
+        responses = []
+        for request in requests:
+            flags = request.flags()
+            key = request.correlation_id()
+            if flags & start:
+                self.sums[key] = 0
+            value = pb_utils.get_input_tensor_by_name(request, "IN").as_numpy()
+            self.sums[key] += int(value.ravel()[0])
+            out = np.array([self.sums[key], bool(flags & start), bool(flags & end)], np.int64)
+            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", out)]))
+            if flags & end:
+                del self.sums[key]
+        return responses
+"""
+
+RUNNING_SUM_PBTXT = """
+backend: "python"
+max_batch_size: 0
+sequence_batching { max_sequence_idle_microseconds: 5000000 }
+input [ { name: "IN" data_type: TYPE_INT64 dims: [ 1 ] } ]
+output [ { name: "OUT" data_type: TYPE_INT64 dims: [ 3 ] } ]
+instance_group [ { count: 1 kind: KIND_CPU } ]
+"""
+
+COUNTDOWN = """
+import json
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        config = json.loads(args["model_config"])
+        if not pb_utils.using_decoupled_model_transaction_policy(config):
+            raise pb_utils.TritonModelException("countdown must be decoupled")
+
+    def execute(self, requests):
+        for request in requests:
+            count = int(pb_utils.get_input_tensor_by_name(request, "IN").as_numpy().ravel()[0])
+            sender = request.get_response_sender()
+            for value in reversed(range(count)):
+                out = pb_utils.Tensor("OUT", np.array([value], np.int64))
+                sender.send(pb_utils.InferenceResponse([out]))
+            sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+        return None
+"""
+
+COUNTDOWN_PBTXT = """
+backend: "python"
+max_batch_size: 0
+model_transaction_policy { decoupled: true }
+input [ { name: "IN" data_type: TYPE_INT64 dims: [ 1 ] } ]
+output [ { name: "OUT" data_type: TYPE_INT64 dims: [ 1 ] } ]
+instance_group [ { count: 1 kind: KIND_CPU } ]
+"""
+
+DOUBLER = """
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        return [
+            pb_utils.InferenceResponse(
+                [pb_utils.Tensor("OUT", 2 * pb_utils.get_input_tensor_by_name(r, "IN").as_numpy())]
+            )
+            for r in requests
+        ]
+"""
+
+DOUBLER_PBTXT = """
+backend: "python"
+max_batch_size: 0
+input [ { name: "IN" data_type: TYPE_INT64 dims: [ 1 ] } ]
+output [ { name: "OUT" data_type: TYPE_INT64 dims: [ 1 ] } ]
+"""
+
+BLS_BY_NAME = """
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            model = pb_utils.get_input_tensor_by_name(request, "MODEL").as_numpy()[0]
+            call = pb_utils.InferenceRequest(
+                model_name=model,
+                inputs=[pb_utils.get_input_tensor_by_name(request, "IN")],
+                requested_output_names=["OUT"],
+            )
+            answer = call.exec()
+            if answer.has_error():
+                responses.append(pb_utils.InferenceResponse(error=answer.error()))
+                continue
+            out = pb_utils.get_output_tensor_by_name(answer, "OUT")
+            responses.append(pb_utils.InferenceResponse([out]))
+        return responses
+"""
+
+BLS_BY_NAME_PBTXT = """
+backend: "python"
+max_batch_size: 0
+input [
+  { name: "MODEL" data_type: TYPE_STRING dims: [ 1 ] },
+  { name: "IN" data_type: TYPE_INT64 dims: [ 1 ] }
+]
+output [ { name: "OUT" data_type: TYPE_INT64 dims: [ 1 ] } ]
+"""
+
+BLS_STREAM = """
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    async def execute(self, requests):
+        responses = []
+        for request in requests:
+            call = pb_utils.InferenceRequest(
+                model_name="countdown",
+                inputs=[pb_utils.get_input_tensor_by_name(request, "IN")],
+                requested_output_names=["OUT"],
+            )
+            use_async = pb_utils.get_input_tensor_by_name(request, "ASYNC").as_numpy()[0]
+            if use_async:
+                answers = await call.async_exec(decoupled=True)
+            else:
+                answers = call.exec(decoupled=True)
+            total = full = empty = 0
+            for answer in answers:
+                if answer.has_error():
+                    raise pb_utils.TritonModelException(answer.error().message())
+                if answer.output_tensors():
+                    total += int(pb_utils.get_output_tensor_by_name(answer, "OUT").as_numpy()[0])
+                    full += 1
+                else:
+                    empty += 1
+            out = pb_utils.Tensor("OUT", np.array([total, full, empty], np.int64))
+            responses.append(pb_utils.InferenceResponse([out]))
+        return responses
+"""
+
+BLS_STREAM_PBTXT = """
+backend: "python"
+max_batch_size: 0
+input [
+  { name: "IN" data_type: TYPE_INT64 dims: [ 1 ] },
+  { name: "ASYNC" data_type: TYPE_BOOL dims: [ 1 ] }
+]
+output [ { name: "OUT" data_type: TYPE_INT64 dims: [ 3 ] } ]
+"""
+
+MODELS = {
+    "running_sum": (RUNNING_SUM, RUNNING_SUM_PBTXT),
+    "countdown": (COUNTDOWN, COUNTDOWN_PBTXT),
+    "doubler": (DOUBLER, DOUBLER_PBTXT),
+    "bls_by_name": (BLS_BY_NAME, BLS_BY_NAME_PBTXT),
+    "bls_stream": (BLS_STREAM, BLS_STREAM_PBTXT),
+}
+
+
+def build(root: Path) -> Path:
+    for name, (source, pbtxt) in MODELS.items():
+        folder = root / name / "1"
+        folder.mkdir(parents=True)
+        (folder / "model.py").write_text(source)
+        (root / name / "config.pbtxt").write_text(pbtxt)
+    return root

@@ -1,0 +1,102 @@
+"""pb_utils on a real server: a stateful decoupled model reads Triton's request flags, and
+BLS calls a model named by a bytes value and streams a decoupled model's responses.
+
+Models: tests/triton/bls_models.py (config.pbtxt, as Triton repositories have them).
+"""
+
+from __future__ import annotations
+
+import queue
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+
+from conveyor.testing import RunningServer, run_server
+from tests.triton.bls_models import build
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+    with run_server(build(tmp_path_factory.mktemp("pb-utils-bls"))) as running:
+        yield running
+        assert running.process.poll() is None, "the server died during the tests"
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_a_sequence_model_sees_tritons_flags_and_correlation_id(
+    server: RunningServer, protocol: str
+) -> None:
+    module: Any = httpclient if protocol == "http" else grpcclient
+    url = f"127.0.0.1:{server.http_port if protocol == 'http' else server.grpc_port}"
+    client = module.InferenceServerClient(url)
+    sequence_id = 42 if protocol == "http" else 43
+
+    def send(value: int, start: bool = False, end: bool = False) -> list[int]:
+        tensor = module.InferInput("IN", [1], "INT64")
+        tensor.set_data_from_numpy(np.array([value], np.int64))
+        result = client.infer(
+            "running_sum",
+            [tensor],
+            sequence_id=sequence_id,
+            sequence_start=start,
+            sequence_end=end,
+        )
+        return result.as_numpy("OUT").tolist()
+
+    # [sum so far, SEQUENCE_START in request.flags(), SEQUENCE_END in request.flags()]
+    assert send(1, start=True) == [1, 1, 0]
+    assert send(2) == [3, 0, 0]
+    assert send(3, end=True) == [6, 0, 1]
+    # A new sequence under the same id starts from zero again: START reset the sum.
+    assert send(5, start=True, end=True) == [5, 1, 1]
+    client.close()
+
+
+def test_a_decoupled_model_that_checks_its_policy_at_load_streams(server: RunningServer):
+    arrivals: queue.SimpleQueue[tuple[Any, Any]] = queue.SimpleQueue()
+    client = grpcclient.InferenceServerClient(f"127.0.0.1:{server.grpc_port}")
+    client.start_stream(callback=lambda result, error: arrivals.put((result, error)))
+    try:
+        tensor = grpcclient.InferInput("IN", [1], "INT64")
+        tensor.set_data_from_numpy(np.array([3], np.int64))
+        client.async_stream_infer("countdown", [tensor])
+        got = []
+        for _ in range(3):
+            result, error = arrivals.get(timeout=20)
+            assert error is None, error.message()
+            got.append(int(result.as_numpy("OUT")[0]))
+        assert got == [2, 1, 0]
+    finally:
+        client.stop_stream()
+        client.close()
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_bls_takes_a_bytes_model_name(server: RunningServer, protocol: str) -> None:
+    module: Any = httpclient if protocol == "http" else grpcclient
+    url = f"127.0.0.1:{server.http_port if protocol == 'http' else server.grpc_port}"
+    client = module.InferenceServerClient(url)
+    model = module.InferInput("MODEL", [1], "BYTES")
+    model.set_data_from_numpy(np.array([b"doubler"], np.object_))
+    value = module.InferInput("IN", [1], "INT64")
+    value.set_data_from_numpy(np.array([21], np.int64))
+    result = client.infer("bls_by_name", [model, value])
+    assert result.as_numpy("OUT").tolist() == [42]
+    client.close()
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+def test_bls_streams_a_decoupled_models_responses(server: RunningServer, use_async: bool):
+    client = httpclient.InferenceServerClient(f"127.0.0.1:{server.http_port}")
+    count = httpclient.InferInput("IN", [1], "INT64")
+    count.set_data_from_numpy(np.array([4], np.int64))
+    flag = httpclient.InferInput("ASYNC", [1], "BOOL")
+    flag.set_data_from_numpy(np.array([use_async]))
+    result = client.infer("bls_stream", [count, flag])
+    # 3 + 2 + 1 + 0 from four responses with outputs, then Triton's empty final response.
+    assert result.as_numpy("OUT").tolist() == [6, 4, 1]
+    client.close()
