@@ -10,6 +10,14 @@ any) on the line just before it, which says what to do with the block:
   configuration. It is added to a small Python model's configuration of that form and read
   with Conveyor's own reader, which must accept it. A block that names its model
   (``name: ...``) is a whole configuration and is read as it is.
+- ``<!-- signature: engine=conveyor.Engine -->``: the block prints calls as signatures
+  (``engine.submit(model, inputs, *, version=None)``). Each must list the parameters of the
+  callable it names, in order, with their kinds and defaults; the comment binds the names
+  that are not modules (here ``engine`` to ``conveyor.Engine``).
+- ``<!-- server: http -->``: a ``python`` block that serves V2 HTTP until stopped (an ASGI
+  host, say). It runs in the background on a free port (``port=8000`` and the addresses
+  rewritten) and must answer ``/v2/health/ready``; the page's later blocks reach it; at the
+  page's end it gets SIGTERM and must exit 0.
 - ``<!-- not-tested: why -->``: the block cannot run here (it needs a container engine, or
   runs benchmarks for minutes). It is reported as a skipped test with that reason, so
   nothing is left out silently.
@@ -37,24 +45,29 @@ a reader types.
 from __future__ import annotations
 
 import argparse
+import ast
 import contextlib
 import dataclasses
+import importlib
+import inspect
 import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from conveyor.examples import example_repository
 from conveyor.repository.layout import Repository
 from conveyor.server.settings import add_arguments
-from conveyor.testing import RunningServer, run_server
+from conveyor.testing import RunningServer, free_port, run_server, wait_ready
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -64,8 +77,8 @@ BLOCK_TIMEOUT = 60  # seconds one example may take; one that takes longer hangs:
 pytestmark = pytest.mark.slow
 
 _FENCE = re.compile(r"^```(\w*)\s*$")
-_MARKER = re.compile(r"^<!--\s*(file|fragment|not-tested):\s*(.+?)\s*-->\s*$")
-_DEFAULT_ADDRESS = re.compile(r"\b(127\.0\.0\.1|localhost):(800[012])\b")
+_MARKER = re.compile(r"^<!--\s*(file|fragment|signature|server|not-tested):\s*(.+?)\s*-->\s*$")
+_DEFAULT_ADDRESS = re.compile(r"\b(127\.0\.0\.1:|localhost:|port=)(800[012])\b")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,10 +128,12 @@ def read_blocks(document: Path) -> list[Block]:
 ALL_BLOCKS = [block for document in DOCUMENTS for block in read_blocks(document)]
 FILE_BLOCKS = [block for block in ALL_BLOCKS if block.marker == "file"]
 FRAGMENTS = [block for block in ALL_BLOCKS if block.marker == "fragment"]
+SIGNATURES = [block for block in ALL_BLOCKS if block.marker == "signature"]
 RUNNABLE = [
     block
     for block in ALL_BLOCKS
-    if block.marker not in ("file", "fragment") and block.language in ("python", "bash")
+    if block.marker not in ("file", "fragment", "signature")
+    and block.language in ("python", "bash")
 ]
 
 
@@ -295,9 +310,38 @@ class Sessions:
             run_server(repository, extra_args=kept, ready_timeout=BLOCK_TIMEOUT)
         )
 
+    def serve_python(self, session: Session, block: Block) -> None:
+        """Run ``block`` (a Python server) in the background as the document's server."""
+        session.stack.close()
+        port = free_port()
+        server = RunningServer(
+            subprocess.Popen(
+                [sys.executable, "-c", _local(block.code, port, port, port)],
+                cwd=session.workdir,
+                env=_environment(),
+            ),
+            port,
+            port,
+            port,
+        )
+
+        def stop() -> None:
+            code = server.stop()
+            # uvicorn raises the signal again once it has shut down: -SIGTERM is a clean
+            # stop too. A server that ignored it was killed (-SIGKILL) after 30 s.
+            assert code in (0, -signal.SIGTERM), (
+                f"{block.where}: the server exited {code} on SIGTERM"
+            )
+
+        session.stack.callback(stop)
+        wait_ready(server.http_url, BLOCK_TIMEOUT, server.process)
+        session.server = server
+
     def close(self) -> None:
-        for session in self.by_document.values():
-            session.stack.close()
+        # Every page's server stops, even when stopping one of them fails.
+        with contextlib.ExitStack() as every:
+            for session in self.by_document.values():
+                every.push(session.stack)
 
 
 @pytest.fixture(scope="module")
@@ -313,28 +357,37 @@ def sessions(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sessions]:
             all_sessions.close()
 
 
-def _local(code: str, server: RunningServer) -> str:
-    ports = {"8000": server.http_port, "8001": server.grpc_port, "8002": server.metrics_port}
-    return _DEFAULT_ADDRESS.sub(lambda m: f"{m.group(1)}:{ports[m.group(2)]}", code)
+def _local(code: str, http: int, grpc: int, metrics: int) -> str:
+    ports = {"8000": http, "8001": grpc, "8002": metrics}
+    return _DEFAULT_ADDRESS.sub(lambda m: f"{m.group(1)}{ports[m.group(2)]}", code)
 
 
-def _run(block: Block, command: list[str], session: Session) -> str:
+def _at(code: str, server: RunningServer) -> str:
+    return _local(code, server.http_port, server.grpc_port, server.metrics_port)
+
+
+def _environment() -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
     # `python` and `conveyor` in a bash block are the test environment's.
     env["PATH"] = os.pathsep.join((str(Path(sys.executable).parent), env.get("PATH", "")))
+    return env
+
+
+def _run(block: Block, command: list[str], workdir: Path, timeout: float = BLOCK_TIMEOUT) -> str:
+    env = _environment()
     try:
         result = subprocess.run(
             command,
-            cwd=session.workdir,
+            cwd=workdir,
             env=env,
             capture_output=True,
             text=True,
-            timeout=BLOCK_TIMEOUT,
+            timeout=timeout,
         )
     except subprocess.TimeoutExpired as exc:
         pytest.fail(
-            f"{block.where} did not exit within {BLOCK_TIMEOUT} s (a client that never "
+            f"{block.where} did not exit within {timeout} s (a client that never "
             f"closes, or a loop that never ends)\n{exc.stdout!r}\n{exc.stderr!r}"
         )
     report = f"{block.where} exited {result.returncode}\n{result.stdout}\n{result.stderr}"
@@ -364,8 +417,11 @@ def test_example_runs_as_printed(block: Block, sessions: Sessions) -> None:
     if block.marker == "not-tested":
         pytest.skip(f"{block.where} is marked not-tested: {block.argument}")
     session = sessions.get(block.document)
+    if block.marker == "server":
+        sessions.serve_python(session, block)
+        return
     if block.language == "python":
-        _run(block, [sys.executable, "-c", _local(block.code, session.server)], session)
+        _run(block, [sys.executable, "-c", _at(block.code, session.server)], session.workdir)
         return
     for command in commands(block.code):
         words = shlex.split(command)
@@ -377,9 +433,8 @@ def test_example_runs_as_printed(block: Block, sessions: Sessions) -> None:
         elif words[:1] == ["apt-get"]:
             _check_debian_packages(block, words)
         else:
-            stdout = _run(
-                block, ["bash", "-euo", "pipefail", "-c", _local(command, session.server)], session
-            )
+            bash = ["bash", "-euo", "pipefail", "-c", _at(command, session.server)]
+            stdout = _run(block, bash, session.workdir)
             if words[0] == "curl":
                 assert '"error"' not in stdout, f"{block.where}: {command}\n{stdout}"
 
@@ -428,6 +483,77 @@ def test_fragment_is_read_by_conveyor(block: Block, tmp_path: Path) -> None:
     assert source.config.name == name, block.where
 
 
+# --- signatures -------------------------------------------------------------------------
+
+_PRINTED_CALL = re.compile(r"^(?:\w+\s*=\s*)?([\w.]+)\((.*)\)\s*$", re.DOTALL)
+
+
+def _resolve(dotted: str, bindings: dict[str, str]) -> Callable[..., Any]:
+    first, _, rest = dotted.partition(".")
+    path = ".".join(filter(None, (bindings.get(first, first), rest))).split(".")
+    for split in range(len(path), 0, -1):
+        try:
+            found: Any = importlib.import_module(".".join(path[:split]))
+        except ModuleNotFoundError:
+            continue
+        for name in path[split:]:
+            found = getattr(found, name)
+        assert callable(found), f"{dotted} is not callable"
+        return found  # type: ignore[no-any-return]
+    raise AssertionError(f"{dotted}: no such module")
+
+
+def _printed_parameters(text: str) -> list[tuple[str, str, object]]:
+    """(name, kind, default) of a signature printed as ``name(a, b=1, *, c=None)``."""
+    function = ast.parse(f"def printed({text}): pass").body[0]
+    assert isinstance(function, ast.FunctionDef)
+    arguments = function.args
+    positional = arguments.args
+    defaults: list[object] = [inspect.Parameter.empty] * (
+        len(positional) - len(arguments.defaults)
+    ) + [ast.literal_eval(d) for d in arguments.defaults]
+    found = [
+        (a.arg, "positional", default) for a, default in zip(positional, defaults, strict=True)
+    ]
+    for argument, default_node in zip(arguments.kwonlyargs, arguments.kw_defaults, strict=True):
+        default = (
+            inspect.Parameter.empty if default_node is None else ast.literal_eval(default_node)
+        )
+        found.append((argument.arg, "keyword", default))
+    return found
+
+
+def _actual_parameters(function: Callable[..., Any]) -> list[tuple[str, str, object]]:
+    found: list[tuple[str, str, object]] = []
+    for parameter in inspect.signature(function).parameters.values():
+        if parameter.name == "self":
+            continue
+        kind = "keyword" if parameter.kind is parameter.KEYWORD_ONLY else "positional"
+        default = parameter.default
+        # An enum default is printed as its value (model_control="none").
+        default = getattr(default, "value", default)
+        found.append((parameter.name, kind, default))
+    return found
+
+
+@pytest.mark.parametrize("block", SIGNATURES, ids=[block.where for block in SIGNATURES])
+def test_printed_signature_is_the_code_s(block: Block) -> None:
+    assert block.argument is not None
+    bindings = dict(
+        pair.split("=", 1) for pair in block.argument.replace(",", " ").split() if "=" in pair
+    )
+    statements = [s for s in re.split(r"\n(?=\S)", block.code.strip()) if s.strip()]
+    assert statements, block.where
+    for statement in statements:
+        printed = _PRINTED_CALL.match(statement.strip())
+        assert printed is not None, f"{block.where}: not a printed call: {statement!r}"
+        function = _resolve(printed.group(1), bindings)
+        assert _printed_parameters(printed.group(2)) == _actual_parameters(function), (
+            f"{block.where}: {printed.group(1)} is printed as ({printed.group(2)}), but its "
+            f"signature is {inspect.signature(function)}"
+        )
+
+
 # --- the whole set ----------------------------------------------------------------------
 
 
@@ -438,6 +564,12 @@ def test_the_documents_have_examples() -> None:
         assert block.argument is not None and block.argument.startswith("models/"), (
             f"{block.where}: a file block's path starts with models/, got {block.argument!r}"
         )
+
+
+def test_an_example_that_never_exits_fails(tmp_path: Path) -> None:
+    block = Block(ROOT / "README.md", 1, "python", "import time\ntime.sleep(60)\n", None, None)
+    with pytest.raises(pytest.fail.Exception, match=r"did not exit within 0\.5 s"):
+        _run(block, [sys.executable, "-c", block.code], tmp_path, timeout=0.5)
 
 
 def test_the_harness_reads_bash_as_a_reader_types_it() -> None:

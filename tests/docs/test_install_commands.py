@@ -30,14 +30,25 @@ _END = re.compile(r"[`\"#;()]|&&|\n")
 
 
 def install_commands(text: str) -> list[str]:
-    """The arguments of every ``pip install`` in ``text``, as printed."""
+    """The arguments of every ``pip install`` in ``text``, as printed (a mention of the
+    command itself, `` `pip install` ``, is not one)."""
     found = []
     for match in _COMMAND.finditer(text):
         rest = text[match.end() :]
-        if rest.split("\n", 1)[0].strip() == "":
-            rest = rest.lstrip(" \n")  # wrapped after "pip install" (a docstring, a paragraph)
-        end = _END.search(rest)
-        found.append(rest[: end.start() if end else len(rest)].strip())
+        if rest.startswith("`"):
+            continue
+        arguments = ""
+        while True:
+            end = _END.search(rest)
+            piece = rest[: end.start() if end else len(rest)]
+            arguments += " " + piece
+            # Wrapped after "pip install" or its options (a docstring, a paragraph): the
+            # command goes on on the next line.
+            wrapped = end is not None and end.group() == "\n"
+            if not (wrapped and all(w.startswith("-") for w in arguments.split())):
+                break
+            rest = rest[end.end() :]
+        found.append(arguments.strip())
     return found
 
 
@@ -55,6 +66,7 @@ COMMANDS = [
 def test_the_commands_are_found() -> None:
     assert len(COMMANDS) >= 15, COMMANDS
     assert install_commands("x `pip install '.[ray]'` y") == ["'.[ray]'"]
+    assert install_commands("`pip install -e\n'.[test]'` z\n`pip install` w") == ["-e '.[test]'"]
     assert install_commands("\"plots: pip install\n'.[bench]' from a checkout\"") == [
         "'.[bench]' from a checkout"
     ]
