@@ -7,9 +7,9 @@ any) on the line just before it, which says what to do with the block:
   model.py). It is written into the ``models/`` folder of its document's working folder,
   so ``conveyor serve models/`` on that page serves what the page defines, and nothing else.
 - ``<!-- fragment: config.toml -->`` (or ``config.pbtxt``): the block is part of a model's
-  configuration. It is added to a small Python model's configuration of that form and read
-  with Conveyor's own reader, which must accept it. A block that names its model
-  (``name: ...``) is a whole configuration and is read as it is.
+  configuration, or all of it. It is added to a small Python model's configuration (its
+  TOML keys and tables replacing the model's) and read with Conveyor's own reader, which
+  must accept it. A ``config.pbtxt`` that names its model (``name: ...``) is read whole.
 - ``<!-- signature: engine=conveyor.Engine -->``: the block prints calls as signatures
   (``engine.submit(model, inputs, *, version=None)``). Each must list the parameters of the
   callable it names, in order, with their kinds and defaults; the comment binds the names
@@ -65,6 +65,7 @@ from typing import Any
 import pytest
 
 from conveyor.examples import example_repository
+from conveyor.repository.config import parse_config
 from conveyor.repository.layout import Repository
 from conveyor.server.settings import add_arguments
 from conveyor.testing import RunningServer, free_port, run_server, wait_ready
@@ -468,11 +469,17 @@ def test_fragment_is_read_by_conveyor(block: Block, tmp_path: Path) -> None:
     assert block.argument in ("config.toml", "config.pbtxt"), (
         f"{block.where}: a fragment is of config.toml or config.pbtxt, got {block.argument!r}"
     )
-    whole = re.search(r"^name\s*[:=]", block.code, re.MULTILINE) is not None
-    base = "" if whole else (_BASE_TOML if block.argument == "config.toml" else _BASE_PBTXT)
+    if block.argument == "config.toml":
+        # Its keys and tables take the place of the small model's (a whole config replaces
+        # every one of them).
+        raw = {**tomllib.loads(_BASE_TOML), **tomllib.loads(block.code)}
+        assert parse_config("fragment", raw).name == "fragment", block.where
+        return
+    whole = re.search(r"^name\s*:", block.code, re.MULTILINE) is not None
+    base = "" if whole else _BASE_PBTXT
     name = "fragment"
     if whole:
-        found = re.search(r'^name\s*[:=]\s*"([^"]+)"', block.code, re.MULTILINE)
+        found = re.search(r'^name\s*:\s*"([^"]+)"', block.code, re.MULTILINE)
         assert found is not None, block.where
         name = found.group(1)
     folder = tmp_path / name
