@@ -488,6 +488,9 @@ def test_fragment_is_read_by_conveyor(block: Block, tmp_path: Path) -> None:
     (folder / block.argument).write_text(base + "\n" + block.code, encoding="utf-8")
     source = Repository(tmp_path).source(name)
     assert source.config.name == name, block.where
+    backend = re.search(r'^backend\s*:\s*"([^"]+)"', block.code, re.MULTILINE)
+    if backend is not None:
+        assert source.config.backend == backend.group(1), block.where
 
 
 # --- signatures -------------------------------------------------------------------------
