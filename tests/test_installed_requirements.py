@@ -47,7 +47,8 @@ def unmet_requirements(root: str) -> tuple[list[str], int]:
         if (name, extras) in seen:
             continue
         seen.add((name, extras))
-        distribution = installed[name]
+        distribution = installed.get(name)
+        assert distribution is not None, f"{name} is not installed (pip install '.[test]')"
         asked = f"{name}[{','.join(sorted(extras))}]" if extras else name
         for line in distribution.requires or []:
             requirement = Requirement(line)
