@@ -41,7 +41,7 @@ except ImportError:  # an optional extra: the error says what to install when a 
 
 log = logging.getLogger("conveyor.backends.openvino")
 
-INSTALL_HINT = "pip install 'conveyor[openvino]' (or pip install openvino)"
+INSTALL_HINT = "pip install '.[openvino]' from a checkout of Conveyor (or pip install openvino)"
 
 # OpenVINO element type names -> V2 datatypes. BYTES is OpenVINO's string type.
 _DATATYPE_OF_OV = {

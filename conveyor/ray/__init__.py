@@ -1,5 +1,5 @@
 """The model repository on a Ray cluster, as Ray Serve deployments (``pip install
-'conveyor[ray]'``).
+'.[ray]'`` from a checkout of Conveyor).
 
 Each model is one deployment whose replicas each run a Conveyor :class:`~conveyor.Engine`
 with that model loaded; Ray Serve adds and removes replicas on ongoing requests per

@@ -6,7 +6,7 @@ import importlib.util
 
 from conveyor.errors import Unsupported
 
-INSTALL = "pip install 'conveyor[ray]'"
+INSTALL = "pip install '.[ray]' from a checkout of Conveyor"
 
 
 def require_ray_serve() -> None:

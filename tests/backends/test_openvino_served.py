@@ -110,6 +110,6 @@ def test_without_openvino_the_model_fails_saying_what_to_install(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(blocker))
     with run_server(repo, env=env, wait=False) as server:
         # The server logs the model's load failure (and may go on without it, or exit).
-        wait_until(lambda: "pip install 'conveyor[openvino]'" in server.output(), timeout=60)
+        wait_until(lambda: "pip install '.[openvino]'" in server.output(), timeout=60)
         output = server.output()
     assert "openvino package is not installed" in output

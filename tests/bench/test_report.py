@@ -144,4 +144,4 @@ def test_plot_without_matplotlib_says_what_to_install(monkeypatch, tmp_path, cap
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
     code = main(["bench", "tiny", "--url", "inprocess", "-q", "--plot", str(tmp_path / "p.png")])
     assert code == 2
-    assert "pip install 'conveyor[bench]'" in capsys.readouterr().err
+    assert "pip install '.[bench]'" in capsys.readouterr().err

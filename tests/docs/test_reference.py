@@ -12,6 +12,7 @@ import dataclasses
 from pathlib import Path
 
 from conveyor import ModelConfig
+from conveyor.backends.registry import backend_names
 from conveyor.server.settings import add_arguments
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -69,3 +70,18 @@ def test_configuration_lists_every_config_key() -> None:
     ensembles = ENSEMBLES.read_text(encoding="utf-8")
     missing = sorted(key for key in ENSEMBLE_FIELDS.values() if f"`{key}`" not in ensembles)
     assert not missing, f"docs/ensembles.md does not mention {missing}"
+
+
+def test_migration_names_every_backend_a_config_pbtxt_may_ask_for() -> None:
+    # The backend row of the field table names each backend Conveyor serves, and no clause
+    # of it that says "refused" names one of them.
+    row = next(
+        line
+        for line in MIGRATION.read_text(encoding="utf-8").splitlines()
+        if line.startswith("| `backend` |")
+    )
+    refusals = [clause for clause in row.split(";") if "refused" in clause]
+    for name in backend_names():
+        assert f"`{name}`" in row, f"triton-migration.md's backend row omits {name!r}: {row}"
+        for clause in refusals:
+            assert f"`{name}`" not in clause, f"triton-migration.md refuses {name!r}: {clause}"

@@ -98,7 +98,7 @@ DOCUMENT = Path(__file__).resolve().parents[2] / "docs" / "minilm.md"
 
 
 def documented_curl() -> str:
-    """The curl block of docs/minilm.md, as printed (marked not-tested there: it runs here)."""
+    """The curl block of docs/minilm.md, as printed."""
     text = DOCUMENT.read_text(encoding="utf-8")
     match = re.search(r"```bash\n(curl [^`]*/v2/models/minilm/infer[^`]*)```", text)
     assert match, "docs/minilm.md lost its curl example"

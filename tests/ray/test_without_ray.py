@@ -13,7 +13,7 @@ import conveyor
 ROOT = Path(conveyor.__file__).resolve().parent.parent
 # ``sys.modules['ray'] = None`` makes every ``import ray`` fail as if it were not installed.
 HIDE_RAY = "import sys; sys.modules['ray'] = None; "
-INSTALL = "pip install 'conveyor[ray]'"
+INSTALL = "pip install '.[ray]'"
 
 
 def run(code: str) -> subprocess.CompletedProcess[str]:

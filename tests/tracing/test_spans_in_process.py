@@ -128,10 +128,10 @@ def test_without_the_extra_opentelemetry_is_refused_naming_it(
 ) -> None:
     monkeypatch.setitem(sys.modules, "opentelemetry.sdk.trace", None)  # as if not installed
     data = DataPlane(engine, version="test")
-    with pytest.raises(InvalidInput, match=r"conveyor\[tracing\]"):
+    with pytest.raises(InvalidInput, match=r"pip install '\.\[tracing\]'"):
         data.update_trace_settings(
             None, {"trace_mode": "opentelemetry", "trace_level": "TIMESTAMPS"}
         )
     assert data.trace_settings(None)["trace_mode"] == "triton"  # nothing was changed
-    with pytest.raises(ValueError, match=r"conveyor\[tracing\]"):
+    with pytest.raises(ValueError, match=r"pip install '\.\[tracing\]'"):
         Settings(trace_config=("mode=opentelemetry", "level=TIMESTAMPS"))

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
 EXTRA = (
     "trace_mode opentelemetry needs the OpenTelemetry SDK and OTLP exporter: "
-    "pip install 'conveyor[tracing]'"
+    "pip install '.[tracing]' from a checkout of Conveyor"
 )
 SERVICE_NAME = "conveyor"
 MAX_QUEUED = 10_000  # traces waiting for their spans; more are dropped, never held
