@@ -11,6 +11,7 @@ checks its inputs, keeps its own statistics and names the step that failed.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -103,6 +104,7 @@ class EnsembleVersion:
         self._required = frozenset(s.name for s in config.inputs if not s.optional)
         self._all_outputs = tuple(spec.name for spec in config.outputs)
         self._check_step_models()
+        self.config = self._with_step_labels(config)
         # Which steps read each tensor, and how many tensors each step waits for.
         self._step_tensors = {t for step in self.steps for t in step.output_map.values()}
         self._readers: dict[str, list[int]] = {}
@@ -164,6 +166,23 @@ class EnsembleVersion:
                     f"model {self.name!r}: ensemble output {spec.name!r} is {spec.datatype}, "
                     f"but {source} makes it {datatype}"
                 )
+
+    def _with_step_labels(self, config: ModelConfig) -> ModelConfig:
+        """An output with no labels of its own takes those of the step model output that
+        makes it (as Triton completes an ensemble's labels at load), so a classification
+        request answers ``score:index:label`` through the ensemble as from the model."""
+        made_by: dict[str, tuple[str, ...]] = {}
+        for step in self.steps:
+            specs = {s.name: s for s in self._models.model(step.model, step.version).config.outputs}
+            for model_output, tensor in step.output_map.items():
+                made_by[tensor] = specs[model_output].labels
+        outputs = tuple(
+            dataclasses.replace(spec, labels=made_by[spec.name])
+            if not spec.labels and made_by.get(spec.name)
+            else spec
+            for spec in config.outputs
+        )
+        return dataclasses.replace(config, outputs=outputs)
 
     # -- submitting -------------------------------------------------------------------------
 
