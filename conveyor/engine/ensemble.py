@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from conveyor.engine.inputs import v2_name
 from conveyor.engine.outputs import output_names
 from conveyor.engine.stats import ModelStatistics, StatsRecorder
 from conveyor.errors import (
@@ -31,6 +32,7 @@ from conveyor.errors import (
     ShuttingDown,
 )
 from conveyor.futures import InferFuture, Outputs, RequestTimeline, StepTimeline
+from conveyor.protocol import triton_words as triton
 from conveyor.protocol.datatypes import BYTES, numpy_dtype
 from conveyor.repository.config import ModelConfig, TensorSpec
 from conveyor.repository.ensemble import ENSEMBLE, check_graph
@@ -216,14 +218,27 @@ class EnsembleVersion:
         for name in inputs:
             if name not in self._inputs:
                 raise InvalidInput(
-                    f"model {self.name!r} has no input {name!r}; its inputs are "
-                    f"{', '.join(self._inputs)}"
+                    triton.first(
+                        triton.unexpected_input(self.name, name),
+                        f"model {self.name!r} has no input {name!r}; its inputs are "
+                        f"{', '.join(self._inputs)}",
+                    )
                 )
         missing = self._required.difference(inputs)
         if missing:
+            declared = list(self._inputs)
             raise InvalidInput(
-                f"model {self.name!r}: missing input {sorted(missing)[0]!r}; "
-                f"it expects {', '.join(self._inputs)}"
+                triton.first(
+                    triton.input_count(
+                        self.name,
+                        len(declared),
+                        [name for name in declared if name in self._required],
+                        list(inputs),
+                        [name for name in declared if name in missing],
+                    ),
+                    f"model {self.name!r}: missing input {sorted(missing)[0]!r}; "
+                    f"it expects {', '.join(self._inputs)}",
+                )
             )
         arrays = {}
         for name, value in inputs.items():
@@ -435,8 +450,12 @@ def _checked_datatype(model: str, spec: TensorSpec, array: np.ndarray) -> np.nda
         return array
     expected = numpy_dtype(spec.datatype)
     if array.dtype != expected:
+        got = v2_name(array.dtype)
         raise InvalidInput(
-            f"model {model!r}: input {spec.name!r} has datatype {array.dtype}; "
-            f"expected {spec.datatype}"
+            triton.first(
+                triton.input_datatype(model, spec.name, got, spec.datatype),
+                f"model {model!r}: input {spec.name!r} has datatype {array.dtype}; "
+                f"expected {spec.datatype}",
+            )
         )
     return array

@@ -54,8 +54,12 @@ class InferRequest:
         return self.options.binary_data_output
 
 
-def decode_request(body: binary.BytesLike, header_length: int | None) -> InferRequest:
-    """Parse a request body (``header_length`` from the transport; None: all JSON)."""
+def decode_request(
+    body: binary.BytesLike, header_length: int | None, model: str | None = None
+) -> InferRequest:
+    """Parse a request body (``header_length`` from the transport; None: all JSON).
+
+    ``model``: the model the request is for, named in the errors Triton words with it."""
     header_bytes, tail = binary.split(body, header_length)
     header = json_codec.loads(header_bytes)
     if not isinstance(header, dict):
@@ -65,7 +69,7 @@ def decode_request(body: binary.BytesLike, header_length: int | None) -> InferRe
         raise InvalidInput(f"request 'id' must be a string, got {request_id!r}")
     options = request_options(header.get("parameters"))
     in_regions = shm.SharedMemoryUse()
-    inputs = _decode_tensors(header.get("inputs"), tail, "inputs", "input", in_regions)
+    inputs = _decode_tensors(header.get("inputs"), tail, "inputs", "input", in_regions, model)
     outputs, binary_outputs, classifications = _requested_outputs(header.get("outputs"), in_regions)
     return InferRequest(
         request_id, inputs, outputs, binary_outputs, options, classifications or None, in_regions
@@ -78,6 +82,7 @@ def _decode_tensors(
     field: str,
     noun: str,
     in_regions: shm.SharedMemoryUse | None = None,
+    model: str | None = None,
 ) -> dict[str, np.ndarray]:
     """The tensors of ``raw``; with ``in_regions``, those whose parameters place them in a
     shared-memory region go there instead (their bytes are read by the data plane)."""
@@ -113,7 +118,10 @@ def _decode_tensors(
             if "data" in tensor:
                 raise InvalidInput(f"{where} has both 'data' and binary_data_size; send one")
             offset = reader.take(size, where)
-            tensors[name] = binary.tensor(reader.tail, offset, size, datatype, shape, where)
+            names = None if model is None else (model, name)
+            tensors[name] = binary.tensor(
+                reader.tail, offset, size, datatype, shape, where, triton_names=names
+            )
         elif "data" in tensor:
             tensors[name] = json_codec.decode_data(tensor["data"], datatype, shape, where)
         else:
