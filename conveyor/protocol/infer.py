@@ -22,6 +22,7 @@ import numpy as np
 from conveyor.errors import InvalidInput
 from conveyor.protocol import binary, json_codec
 from conveyor.protocol import shared_memory as shm
+from conveyor.protocol import triton_words as triton
 from conveyor.protocol.datatypes import DATATYPES, datatype_of, is_datatype
 from conveyor.protocol.parameters import (
     RequestOptions,
@@ -94,7 +95,11 @@ def _decode_tensors(
         name, datatype, parameters = json_codec.tensor_fields(tensor, f"{field}[{index}]")
         where = f"{noun} {name!r}"
         if name in tensors or (in_regions is not None and name in in_regions.inputs):
-            raise InvalidInput(f"{where} appears more than once in '{field}'")
+            raise InvalidInput(
+                triton.first(
+                    triton.input_repeated(name), f"{where} appears more than once in '{field}'"
+                )
+            )
         if not is_datatype(datatype):
             raise InvalidInput(
                 f"{where}: unknown datatype {datatype!r}; expected one of {', '.join(DATATYPES)}"
@@ -146,7 +151,9 @@ def _requested_outputs(
         name = output["name"]
         where = f"requested output {name!r}"
         if name in chosen or name in names:
-            raise InvalidInput(f"{where} is requested more than once")
+            raise InvalidInput(
+                triton.first(triton.output_repeated(name), f"{where} is requested more than once")
+            )
         parameters = output.get("parameters")
         if parameters is not None:
             if not isinstance(parameters, dict):

@@ -41,6 +41,14 @@ def input_count(
     )
 
 
+def input_repeated(name: str) -> str:
+    return f"input '{name}' already exists in request"
+
+
+def output_repeated(name: str) -> str:
+    return f"output '{name}' already exists in request"
+
+
 def unexpected_input(model: str, name: str) -> str:
     return f"unexpected inference input '{name}' for model '{model}'"
 
@@ -127,6 +135,11 @@ def region_too_small(name: str) -> str:
 
 def region_cannot_open(key: str) -> str:
     return f"Unable to open shared memory region: '{key}'"
+
+
+def region_offset(name: str) -> str:
+    """A tensor's offset lies past its registered region's end."""
+    return f"Invalid offset for shared memory region: '{name}'"
 
 
 def region_range(name: str) -> str:

@@ -158,9 +158,10 @@ class Region:
         start = located.offset
         end = start + located.byte_size
         if end > self.byte_size:
+            words = triton.region_offset if start >= self.byte_size else triton.region_range
             raise InvalidInput(
                 triton.first(
-                    triton.region_range(self.name),
+                    words(self.name),
                     f"{where}: shared memory region {self.name!r} is {self.byte_size} bytes; "
                     f"offset {start} + byte_size {located.byte_size} = {end} runs past its end",
                 )

@@ -120,6 +120,13 @@ def infer_call(
     if request.outputs:
         outputs = []
         for output in request.outputs:
+            if output.name in outputs:
+                raise InvalidInput(
+                    triton.first(
+                        triton.output_repeated(output.name),
+                        f"requested output {output.name!r} is requested more than once",
+                    )
+                )
             if output.parameters:
                 where = f"output {output.name!r}"
                 values = parameter_values(output.parameters)
@@ -160,7 +167,12 @@ def decode_inputs(
     for tensor in tensors:
         name = tensor.name
         if name in decoded or (in_regions is not None and name in in_regions.inputs):
-            raise InvalidInput(f"input {name!r} appears more than once in the request")
+            raise InvalidInput(
+                triton.first(
+                    triton.input_repeated(name),
+                    f"input {name!r} appears more than once in the request",
+                )
+            )
         shape = check_shape(tuple(tensor.shape), f"input {name!r}")
         if tensor.parameters:
             values = parameter_values(tensor.parameters)

@@ -147,6 +147,16 @@ def test_datatype_shape_and_batch_size(client: Any, protocol: str) -> None:
     )
 
 
+def test_an_input_or_output_named_twice(client: Any, protocol: str) -> None:
+    # L0_http test_duplicate_output_names; Triton refuses either twice over both protocols.
+    x = _tensor(protocol, "INPUT0", np.zeros((1, 16), np.float32))
+    message = message_of(lambda: client.infer("tiny", [x, x]))
+    assert message.startswith("input 'INPUT0' already exists in request: "), message
+    wanted = [client_module(protocol).InferRequestedOutput("OUTPUT0") for _ in range(2)]
+    message = message_of(lambda: client.infer("tiny", [x], outputs=wanted))
+    assert message.startswith("output 'OUTPUT0' already exists in request: "), message
+
+
 def test_byte_size_that_does_not_fit_the_shape(client: Any, protocol: str) -> None:
     # L0_input_validation: the data of [1, 16] sent under a shape of [1, 15].
     tensor = _tensor(protocol, "INPUT0", np.zeros((1, 16), np.float32))
@@ -202,6 +212,9 @@ def test_shared_memory_refusals(client: Any, protocol: str) -> None:
             assert message.startswith(
                 f"Invalid offset + byte size for shared memory region: '{name}': "
             ), message
+            tensor.set_shared_memory(name, 64, offset=128)
+            message = message_of(lambda: client.infer("tiny", [tensor]))
+            assert message.startswith(f"Invalid offset for shared memory region: '{name}': ")
         finally:
             client.unregister_system_shared_memory(name)
         message = message_of(lambda: client.get_system_shared_memory_status(name))
