@@ -396,10 +396,14 @@ def check_sequence_id(model: str, batching: SequenceBatching, sequence: Sequence
     corrid = batching.control(ControlKind.CORRID)
     assert corrid is not None
     expected = "a string" if wants_strings else "an unsigned integer"
+    sent = "BYTES" if isinstance(sequence.id, str) else "UINT64"  # as Triton names the id
     raise InvalidInput(
-        f"model {model!r}: sequence_id must be {expected} (its CONTROL_SEQUENCE_CORRID "
-        f"input {corrid.name!r} is {corrid.datatype}), got {type(sequence.id).__name__} "
-        f"{sequence.id!r}"
+        triton.first(
+            triton.corrid_datatype(model, corrid.name, sent, corrid.datatype),
+            f"model {model!r}: sequence_id must be {expected} (its CONTROL_SEQUENCE_CORRID "
+            f"input {corrid.name!r} is {corrid.datatype}), got {type(sequence.id).__name__} "
+            f"{sequence.id!r}",
+        )
     )
 
 

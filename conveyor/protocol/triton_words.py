@@ -63,6 +63,14 @@ def input_datatype(model: str, name: str, got: str, expected: str) -> str:
     )
 
 
+def corrid_datatype(model: str, control: str, got: str, expected: str) -> str:
+    """A sequence id of the other type than the model's CONTROL_SEQUENCE_CORRID input."""
+    return (
+        f"sequence batching control '{control}' data-type is '{got}', but model '{model}' "
+        f"expects '{expected}'"
+    )
+
+
 def input_shape(model: str, name: str, expected: Sequence[int], got: Sequence[int]) -> str:
     """``expected`` with -1 for the batch dimension of a batching model, as Triton shows it."""
     return (
