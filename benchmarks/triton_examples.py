@@ -24,7 +24,6 @@ import contextlib
 import dataclasses
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -418,7 +417,8 @@ def build_repository(root: Path) -> None:
         """,
     )
 
-    # preprocess_inception_ensemble: encoded image -> preprocess (Python) -> classifier.
+    # preprocess_inception_ensemble: encoded image -> preprocess (Python) -> classifier. Its
+    # output has no label file: classification answers carry inception_onnx's labels.
     inception = root / "inception_onnx"
     _classifier_onnx(inception / "1" / "model.onnx", [-1, 299, 299, 3], 1001, channel_axis=3)
     _rename_io(inception / "1" / "model.onnx", "input", "InceptionV3/Predictions/Softmax")
@@ -443,7 +443,6 @@ def build_repository(root: Path) -> None:
     _python_model(root, "preprocess_inception", PREPROCESS_PY, textwrap.dedent(preprocess))
     ensemble = root / "preprocess_inception_ensemble"
     (ensemble / "1").mkdir(parents=True, exist_ok=True)
-    shutil.copy(inception / "inception_labels.txt", ensemble / "inception_labels.txt")
     _write(
         ensemble / "config.pbtxt",
         """
@@ -451,8 +450,7 @@ def build_repository(root: Path) -> None:
         platform: "ensemble"
         max_batch_size: 8
         input [ { name: "INPUT", data_type: TYPE_STRING, dims: [ 1 ] } ]
-        output [ { name: "OUTPUT", data_type: TYPE_FP32, dims: [ 1001 ],
-                   label_filename: "inception_labels.txt" } ]
+        output [ { name: "OUTPUT", data_type: TYPE_FP32, dims: [ 1001 ] } ]
         ensemble_scheduling {
           step [
             {

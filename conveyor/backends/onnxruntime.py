@@ -26,6 +26,7 @@ import onnxruntime as ort
 
 from conveyor.backends import onnxruntime_binding as binding
 from conveyor.backends.base import Backend, Destinations, LoadedModel, ModelCaller
+from conveyor.backends.onnxruntime_options import OPTION_KEYS
 from conveyor.backends.specs import check_declared, file_tensor_spec
 from conveyor.errors import InvalidInput, RepositoryError
 from conveyor.repository.config import ModelConfig, TensorSpec
@@ -69,7 +70,6 @@ _OPTIMIZATION_LEVELS = {
     "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
     "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
 }
-_OPTION_KEYS = {"intra_op_threads", "inter_op_threads", "graph_optimization_level"}
 
 
 class OnnxRuntimeModel(LoadedModel):
@@ -179,11 +179,11 @@ class SessionOptions:
     @classmethod
     def from_config(cls, config: ModelConfig) -> SessionOptions:
         options = dict(config.backend_options)
-        unknown = set(options) - _OPTION_KEYS
+        unknown = set(options) - OPTION_KEYS
         if unknown:
             raise RepositoryError(
                 f"model {config.name!r}: unknown key {sorted(unknown)[0]!r} in [onnxruntime]; "
-                f"known keys are {', '.join(sorted(_OPTION_KEYS))}"
+                f"known keys are {', '.join(sorted(OPTION_KEYS))}"
             )
         level = options.get("graph_optimization_level", "all")
         if level not in _OPTIMIZATION_LEVELS:

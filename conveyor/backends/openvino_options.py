@@ -15,7 +15,7 @@ from conveyor.repository.config import ModelConfig
 PERFORMANCE_HINTS = ("LATENCY", "THROUGHPUT", "CUMULATIVE_THROUGHPUT")
 PRECISION_HINTS = ("f32", "bf16", "f16")
 STREAM_WORDS = ("AUTO", "NUMA")
-_KEYS = {
+OPTION_KEYS = {
     "performance_hint",
     "num_streams",
     "inference_num_threads",
@@ -47,11 +47,11 @@ class OpenVinoOptions:
                 f"model {config.name!r}: openvino.{key} must be {expected}, got {options[key]!r}"
             )
 
-        unknown = set(options) - _KEYS
+        unknown = set(options) - OPTION_KEYS
         if unknown:
             raise RepositoryError(
                 f"model {config.name!r}: unknown key {sorted(unknown)[0]!r} in [openvino]; "
-                f"known keys are {', '.join(sorted(_KEYS))}"
+                f"known keys are {', '.join(sorted(OPTION_KEYS))}"
             )
         hint = options.get("performance_hint")
         if hint is not None and hint not in PERFORMANCE_HINTS:

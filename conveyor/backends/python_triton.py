@@ -8,7 +8,8 @@ The adapter between Triton's model lifecycle and Conveyor's backend interface:
   the loaded model says it is not thread-safe, so the engine loads one copy per instance;
 - ``execute(requests)`` gets the batch's requests kept apart (``separate_requests``) and
   returns one response per request; a response's ``TritonError`` fails only its request,
-  an exception fails them all;
+  an exception fails them all; each output goes back in the shape the model gave it, as
+  Triton's Python backend sends it (only its datatype is checked against the config);
 - a decoupled model's ``execute([request])`` runs one request at a time and sends its
   responses with ``request.get_response_sender()``, now or later from another thread; the
   request ends with its ``TRITONSERVER_RESPONSE_COMPLETE_FINAL`` flag;
@@ -68,6 +69,7 @@ class TritonModel(LoadedModel):
 
     thread_safe = False  # one TritonPythonModel per instance, as Triton gives each its own
     separate_requests = True
+    checks_output_shapes = False  # as Triton's Python backend: a response's own shapes
 
     def __init__(
         self, config: ModelConfig, instance: Any, caller: ModelCaller | None, version: str
@@ -219,6 +221,7 @@ class TritonProcessModel(LoadedModel):
     """
 
     separate_requests = True
+    checks_output_shapes = False
 
     def __init__(self, config: ModelConfig, version_dir: Path, model_class: type) -> None:
         self.config = config

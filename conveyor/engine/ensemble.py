@@ -11,6 +11,7 @@ checks its inputs, keeps its own statistics and names the step that failed.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -19,6 +20,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from conveyor.engine.inputs import v2_name
 from conveyor.engine.outputs import output_names
 from conveyor.engine.stats import ModelStatistics, StatsRecorder
 from conveyor.errors import (
@@ -30,6 +32,7 @@ from conveyor.errors import (
     ShuttingDown,
 )
 from conveyor.futures import InferFuture, Outputs, RequestTimeline, StepTimeline
+from conveyor.protocol import triton_words as triton
 from conveyor.protocol.datatypes import BYTES, numpy_dtype
 from conveyor.repository.config import ModelConfig, TensorSpec
 from conveyor.repository.ensemble import ENSEMBLE, check_graph
@@ -103,6 +106,7 @@ class EnsembleVersion:
         self._required = frozenset(s.name for s in config.inputs if not s.optional)
         self._all_outputs = tuple(spec.name for spec in config.outputs)
         self._check_step_models()
+        self.config = self._with_step_labels(config)
         # Which steps read each tensor, and how many tensors each step waits for.
         self._step_tensors = {t for step in self.steps for t in step.output_map.values()}
         self._readers: dict[str, list[int]] = {}
@@ -165,6 +169,23 @@ class EnsembleVersion:
                     f"but {source} makes it {datatype}"
                 )
 
+    def _with_step_labels(self, config: ModelConfig) -> ModelConfig:
+        """An output with no labels of its own takes those of the step model output that
+        makes it (as Triton completes an ensemble's labels at load), so a classification
+        request answers ``score:index:label`` through the ensemble as from the model."""
+        made_by: dict[str, tuple[str, ...]] = {}
+        for step in self.steps:
+            specs = {s.name: s for s in self._models.model(step.model, step.version).config.outputs}
+            for model_output, tensor in step.output_map.items():
+                made_by[tensor] = specs[model_output].labels
+        outputs = tuple(
+            dataclasses.replace(spec, labels=made_by[spec.name])
+            if not spec.labels and made_by.get(spec.name)
+            else spec
+            for spec in config.outputs
+        )
+        return dataclasses.replace(config, outputs=outputs)
+
     # -- submitting -------------------------------------------------------------------------
 
     def submit(
@@ -197,14 +218,27 @@ class EnsembleVersion:
         for name in inputs:
             if name not in self._inputs:
                 raise InvalidInput(
-                    f"model {self.name!r} has no input {name!r}; its inputs are "
-                    f"{', '.join(self._inputs)}"
+                    triton.first(
+                        triton.unexpected_input(self.name, name),
+                        f"model {self.name!r} has no input {name!r}; its inputs are "
+                        f"{', '.join(self._inputs)}",
+                    )
                 )
         missing = self._required.difference(inputs)
         if missing:
+            declared = list(self._inputs)
             raise InvalidInput(
-                f"model {self.name!r}: missing input {sorted(missing)[0]!r}; "
-                f"it expects {', '.join(self._inputs)}"
+                triton.first(
+                    triton.input_count(
+                        self.name,
+                        len(declared),
+                        [name for name in declared if name in self._required],
+                        list(inputs),
+                        [name for name in declared if name in missing],
+                    ),
+                    f"model {self.name!r}: missing input {sorted(missing)[0]!r}; "
+                    f"it expects {', '.join(self._inputs)}",
+                )
             )
         arrays = {}
         for name, value in inputs.items():
@@ -416,8 +450,12 @@ def _checked_datatype(model: str, spec: TensorSpec, array: np.ndarray) -> np.nda
         return array
     expected = numpy_dtype(spec.datatype)
     if array.dtype != expected:
+        got = v2_name(array.dtype)
         raise InvalidInput(
-            f"model {model!r}: input {spec.name!r} has datatype {array.dtype}; "
-            f"expected {spec.datatype}"
+            triton.first(
+                triton.input_datatype(model, spec.name, got, spec.datatype),
+                f"model {model!r}: input {spec.name!r} has datatype {array.dtype}; "
+                f"expected {spec.datatype}",
+            )
         )
     return array

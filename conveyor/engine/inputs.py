@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from conveyor.errors import InvalidInput
+from conveyor.protocol import triton_words as triton
 from conveyor.protocol.datatypes import BYTES, datatype_of, numpy_dtype
 from conveyor.repository.config import TensorSpec
 
@@ -107,6 +108,7 @@ class InputCheck:
         # what the caller needs to see.
         unknown = [name for name in inputs if name not in self._specs]
         missing = self._required.difference(inputs)
+        model = self._model
         if unknown:
             also = (
                 f"missing input {sorted(missing)[0]!r}"
@@ -114,42 +116,59 @@ class InputCheck:
                 else f"the request sent {', '.join(map(str, inputs))}"
             )
             raise InvalidInput(
-                f"model {self._model!r} has no input {unknown[0]!r}; its inputs are "
-                f"{', '.join(self._specs)} ({also})"
+                triton.first(
+                    triton.unexpected_input(model, str(unknown[0])),
+                    f"model {model!r} has no input {unknown[0]!r}; its inputs are "
+                    f"{', '.join(self._specs)} ({also})",
+                )
             )
         if missing:
+            declared = list(self._specs)
             raise InvalidInput(
-                f"model {self._model!r}: missing input {sorted(missing)[0]!r}; "
-                f"it expects {', '.join(self._specs)}"
+                triton.first(
+                    triton.input_count(
+                        model,
+                        len(declared),
+                        [name for name in declared if name in self._required],
+                        [str(name) for name in inputs],
+                        [name for name in declared if name in missing],
+                    ),
+                    f"model {model!r}: missing input {sorted(missing)[0]!r}; "
+                    f"it expects {', '.join(self._specs)}",
+                )
             )
         arrays: dict[str, np.ndarray] = {}
         batch_size = 1
         for name, value in inputs.items():
-            spec = self._specs.get(name)
-            if spec is None:
-                raise InvalidInput(
-                    f"model {self._model!r} has no input {name!r}; its inputs are "
-                    f"{', '.join(self._specs)}"
-                )
+            spec = self._specs[name]  # every name is known (checked above)
             array = self._conform(spec, value)
             if self._batch_dims:
                 if array.ndim == 0:
                     raise InvalidInput(
-                        f"model {self._model!r}: input {name!r} needs a batch dimension first"
+                        triton.first(
+                            triton.no_batch_dimension(model, name),
+                            f"model {model!r}: input {name!r} needs a batch dimension first",
+                        )
                     )
                 size = array.shape[0]
                 if not arrays:
                     batch_size = size
                 elif size != batch_size:
                     raise InvalidInput(
-                        f"model {self._model!r}: input {name!r} has batch size {size} but "
-                        f"other inputs have {batch_size}; all inputs must agree"
+                        triton.first(
+                            triton.batch_disagrees(model, name),
+                            f"model {model!r}: input {name!r} has batch size {size} but "
+                            f"other inputs have {batch_size}; all inputs must agree",
+                        )
                     )
                 if not 1 <= size <= self._max_batch:
-                    raise InvalidInput(
-                        f"model {self._model!r}: input {name!r} has batch size {size}; "
+                    ours = (
+                        f"model {model!r}: input {name!r} has batch size {size}; "
                         f"expected 1 to {self._max_batch} (max_batch_size)"
                     )
+                    if size > self._max_batch:
+                        ours = triton.first(triton.batch_too_large(model, self._max_batch), ours)
+                    raise InvalidInput(ours)
             arrays[name] = array
         return arrays, batch_size
 
@@ -161,9 +180,13 @@ class InputCheck:
             expected = numpy_dtype(spec.datatype)
             if array.dtype != expected:
                 if isinstance(value, np.ndarray):
+                    got = v2_name(array.dtype)
                     raise InvalidInput(
-                        f"model {self._model!r}: input {spec.name!r} has datatype "
-                        f"{v2_name(array.dtype)}; expected {spec.datatype}"
+                        triton.first(
+                            triton.input_datatype(self._model, spec.name, got, spec.datatype),
+                            f"model {self._model!r}: input {spec.name!r} has datatype "
+                            f"{got}; expected {spec.datatype}",
+                        )
                     )
                 array = array.astype(expected)
         dims = array.shape[self._batch_dims :]
@@ -172,8 +195,11 @@ class InputCheck:
         ):
             shown = [-1, *spec.shape] if self._batch_dims else list(spec.shape)
             raise InvalidInput(
-                f"model {self._model!r}: input {spec.name!r} has shape {list(array.shape)}; "
-                f"expected {shown}"
+                triton.first(
+                    triton.input_shape(self._model, spec.name, shown, array.shape),
+                    f"model {self._model!r}: input {spec.name!r} has shape "
+                    f"{list(array.shape)}; expected {shown}",
+                )
             )
         return array
 

@@ -111,6 +111,12 @@ class ModelVersion:
             )
             for spec in config.outputs
         }
+        # False for a Triton Python model: its outputs keep the shapes it gave them.
+        self._checks_output_shapes = (
+            processes.checks_output_shapes
+            if processes is not None
+            else loaded[0].checks_output_shapes
+        )
         self._output_dtypes = {
             spec.name: dtype
             for spec in config.outputs
@@ -505,7 +511,7 @@ class ModelVersion:
                     f"model {self.name!r} returned datatype {v2_name(array.dtype)} for output "
                     f"{name!r}; expected {spec.datatype}"
                 )
-            if not self._output_shape_fits(array.shape, name, total):
+            if self._checks_output_shapes and not self._output_shape_fits(array.shape, name, total):
                 expected = [total, *spec.shape] if self._batch_dims else list(spec.shape)
                 raise ModelError(
                     f"model {self.name!r} returned shape {list(array.shape)} for output "

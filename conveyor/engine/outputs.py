@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from conveyor.errors import InvalidInput, ModelError
+from conveyor.protocol import triton_words as triton
 
 
 def requested_outputs(model: str, produced: object, wanted: Sequence[str]) -> dict[str, np.ndarray]:
@@ -49,6 +50,9 @@ def output_names(
     for name in asked:
         if name not in outputs:
             raise InvalidInput(
-                f"model {model!r} has no output {name!r}; its outputs are {', '.join(outputs)}"
+                triton.first(
+                    triton.unexpected_output(model, name),
+                    f"model {model!r} has no output {name!r}; its outputs are {', '.join(outputs)}",
+                )
             )
     return tuple(dict.fromkeys(asked))

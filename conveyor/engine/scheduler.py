@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 from conveyor.engine.request import Request
 from conveyor.errors import DeadlineExceeded, QueueFull, ShuttingDown
+from conveyor.protocol import triton_words as triton
 
 Clock = Callable[[], float]
 _Entry = tuple[int, int, Request]  # (-priority, arrival sequence, request)
@@ -65,8 +66,11 @@ class RequestQueue:
                 )
             if len(self._heap) + self._held >= self.capacity:
                 raise QueueFull(
-                    f"model {self.model!r} has {self.capacity} requests queued "
-                    f"(max_queue_size); retry later"
+                    triton.first(
+                        triton.QUEUE_FULL,
+                        f"model {self.model!r} has {self.capacity} requests queued "
+                        "(max_queue_size); retry later",
+                    )
                 )
             heapq.heappush(self._heap, (-request.priority, next(self._arrivals), request))
             if self._waiting:
@@ -200,7 +204,11 @@ def start_request(
     if request.deadline is not None and now > request.deadline:
         request.future.set_exception(
             DeadlineExceeded(
-                f"model {model!r}: the request's timeout passed while it was queued; it was not run"
+                triton.first(
+                    triton.QUEUE_TIMEOUT,
+                    f"model {model!r}: the request's timeout passed while it was queued; it "
+                    "was not run",
+                )
             )
         )
         on_expired(request)

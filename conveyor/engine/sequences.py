@@ -39,6 +39,7 @@ from conveyor.backends.base import SequenceInfo
 from conveyor.engine.request import Request
 from conveyor.engine.scheduler import BatchPolicy, Clock, start_request
 from conveyor.errors import InvalidInput, QueueFull, ShuttingDown
+from conveyor.protocol import triton_words as triton
 from conveyor.protocol.datatypes import numpy_dtype
 from conveyor.repository.sequences import ControlKind, SequenceBatching
 
@@ -132,8 +133,11 @@ class SequenceQueue:
                 raise InvalidInput(self._not_started(info.id))
             if self._queued >= self.capacity:
                 raise QueueFull(
-                    f"model {self.model!r} has {self.capacity} requests queued "
-                    "(max_queue_size); retry later"
+                    triton.first(
+                        triton.QUEUE_FULL,
+                        f"model {self.model!r} has {self.capacity} requests queued "
+                        "(max_queue_size); retry later",
+                    )
                 )
             if sequence is None:
                 sequence = self._start_sequence(info.id, now)
@@ -392,10 +396,14 @@ def check_sequence_id(model: str, batching: SequenceBatching, sequence: Sequence
     corrid = batching.control(ControlKind.CORRID)
     assert corrid is not None
     expected = "a string" if wants_strings else "an unsigned integer"
+    sent = "BYTES" if isinstance(sequence.id, str) else "UINT64"  # as Triton names the id
     raise InvalidInput(
-        f"model {model!r}: sequence_id must be {expected} (its CONTROL_SEQUENCE_CORRID "
-        f"input {corrid.name!r} is {corrid.datatype}), got {type(sequence.id).__name__} "
-        f"{sequence.id!r}"
+        triton.first(
+            triton.corrid_datatype(model, corrid.name, sent, corrid.datatype),
+            f"model {model!r}: sequence_id must be {expected} (its CONTROL_SEQUENCE_CORRID "
+            f"input {corrid.name!r} is {corrid.datatype}), got {type(sequence.id).__name__} "
+            f"{sequence.id!r}",
+        )
     )
 
 

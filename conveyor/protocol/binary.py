@@ -19,6 +19,7 @@ import numpy as np
 
 from conveyor.errors import InvalidInput
 from conveyor.protocol import bytes_codec
+from conveyor.protocol import triton_words as triton
 from conveyor.protocol.datatypes import BYTES, element_count, element_size, numpy_dtype
 
 BytesLike = bytes | bytearray | memoryview
@@ -83,19 +84,33 @@ class TailReader:
 
 
 def tensor(
-    tail: BytesLike, offset: int, size: int, datatype: str, shape: tuple[int, ...], where: str
+    tail: BytesLike,
+    offset: int,
+    size: int,
+    datatype: str,
+    shape: tuple[int, ...],
+    where: str,
+    *,
+    triton_names: tuple[str, str] | None = None,
 ) -> np.ndarray:
-    """The tensor stored at ``tail[offset:offset+size]``, as a read-only view where possible."""
+    """The tensor stored at ``tail[offset:offset+size]``, as a read-only view where possible.
+
+    ``triton_names`` (model, input): a wrong size begins with Triton's words for it.
+    """
     count = element_count(shape)
     if datatype == BYTES:
         return bytes_codec.decode(tail, count, offset=offset, size=size).reshape(shape)
     itemsize = element_size(datatype)
     assert itemsize is not None
     if count * itemsize != size:
-        raise InvalidInput(
+        ours = (
             f"{where}: shape {list(shape)} of {datatype} needs {count * itemsize} bytes but "
             f"binary_data_size is {size}"
         )
+        if triton_names is not None:
+            words = triton.input_byte_size(*triton_names, count * itemsize, size)
+            ours = triton.first(words, ours)
+        raise InvalidInput(ours)
     return np.frombuffer(tail, numpy_dtype(datatype), count, offset).reshape(shape)
 
 

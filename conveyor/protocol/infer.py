@@ -22,6 +22,7 @@ import numpy as np
 from conveyor.errors import InvalidInput
 from conveyor.protocol import binary, json_codec
 from conveyor.protocol import shared_memory as shm
+from conveyor.protocol import triton_words as triton
 from conveyor.protocol.datatypes import DATATYPES, datatype_of, is_datatype
 from conveyor.protocol.parameters import (
     RequestOptions,
@@ -54,8 +55,12 @@ class InferRequest:
         return self.options.binary_data_output
 
 
-def decode_request(body: binary.BytesLike, header_length: int | None) -> InferRequest:
-    """Parse a request body (``header_length`` from the transport; None: all JSON)."""
+def decode_request(
+    body: binary.BytesLike, header_length: int | None, model: str | None = None
+) -> InferRequest:
+    """Parse a request body (``header_length`` from the transport; None: all JSON).
+
+    ``model``: the model the request is for, named in the errors Triton words with it."""
     header_bytes, tail = binary.split(body, header_length)
     header = json_codec.loads(header_bytes)
     if not isinstance(header, dict):
@@ -65,7 +70,7 @@ def decode_request(body: binary.BytesLike, header_length: int | None) -> InferRe
         raise InvalidInput(f"request 'id' must be a string, got {request_id!r}")
     options = request_options(header.get("parameters"))
     in_regions = shm.SharedMemoryUse()
-    inputs = _decode_tensors(header.get("inputs"), tail, "inputs", "input", in_regions)
+    inputs = _decode_tensors(header.get("inputs"), tail, "inputs", "input", in_regions, model)
     outputs, binary_outputs, classifications = _requested_outputs(header.get("outputs"), in_regions)
     return InferRequest(
         request_id, inputs, outputs, binary_outputs, options, classifications or None, in_regions
@@ -78,6 +83,7 @@ def _decode_tensors(
     field: str,
     noun: str,
     in_regions: shm.SharedMemoryUse | None = None,
+    model: str | None = None,
 ) -> dict[str, np.ndarray]:
     """The tensors of ``raw``; with ``in_regions``, those whose parameters place them in a
     shared-memory region go there instead (their bytes are read by the data plane)."""
@@ -89,7 +95,11 @@ def _decode_tensors(
         name, datatype, parameters = json_codec.tensor_fields(tensor, f"{field}[{index}]")
         where = f"{noun} {name!r}"
         if name in tensors or (in_regions is not None and name in in_regions.inputs):
-            raise InvalidInput(f"{where} appears more than once in '{field}'")
+            raise InvalidInput(
+                triton.first(
+                    triton.input_repeated(name), f"{where} appears more than once in '{field}'"
+                )
+            )
         if not is_datatype(datatype):
             raise InvalidInput(
                 f"{where}: unknown datatype {datatype!r}; expected one of {', '.join(DATATYPES)}"
@@ -113,7 +123,10 @@ def _decode_tensors(
             if "data" in tensor:
                 raise InvalidInput(f"{where} has both 'data' and binary_data_size; send one")
             offset = reader.take(size, where)
-            tensors[name] = binary.tensor(reader.tail, offset, size, datatype, shape, where)
+            names = None if model is None else (model, name)
+            tensors[name] = binary.tensor(
+                reader.tail, offset, size, datatype, shape, where, triton_names=names
+            )
         elif "data" in tensor:
             tensors[name] = json_codec.decode_data(tensor["data"], datatype, shape, where)
         else:
@@ -138,7 +151,9 @@ def _requested_outputs(
         name = output["name"]
         where = f"requested output {name!r}"
         if name in chosen or name in names:
-            raise InvalidInput(f"{where} is requested more than once")
+            raise InvalidInput(
+                triton.first(triton.output_repeated(name), f"{where} is requested more than once")
+            )
         parameters = output.get("parameters")
         if parameters is not None:
             if not isinstance(parameters, dict):

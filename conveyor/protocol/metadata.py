@@ -128,9 +128,10 @@ def model_config(config: ModelConfig, platform: str, instance_count: int) -> dic
         result["version_policy"] = {"latest": {"num_versions": config.latest_versions}}
     if config.model_filename is not None:
         result["default_model_filename"] = config.model_filename
-    if config.backend_options:
+    parameters = {**config.ignored_parameters, **config.backend_options}
+    if parameters:
         result["parameters"] = {
-            key: {"string_value": str(value)} for key, value in config.backend_options.items()
+            key: {"string_value": str(value)} for key, value in parameters.items()
         }
     if config.warmup:
         result["model_warmup"] = [_warmup(sample) for sample in config.warmup]

@@ -112,6 +112,9 @@ class ModelConfig:
     versions: tuple[int, ...] | None = None  # None: serve the latest_versions newest
     backend_options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     # The rest come from config.pbtxt only (config.toml keeps their defaults).
+    # parameters the backend does not read (Triton's map is free-form): reported in the
+    # config as given, never passed to the backend.
+    ignored_parameters: Mapping[str, str] = dataclasses.field(default_factory=dict)
     latest_versions: int | None = 1  # when versions is None; None: every version
     # A request with no timeout of its own gets this one (seconds in the queue); with
     # allow_timeout_override false, a request's own timeout is ignored for it.

@@ -22,6 +22,7 @@ from typing import Any
 from google.protobuf import json_format, text_format
 from google.protobuf.message import Message
 
+from conveyor.backends import onnxruntime_options, openvino_options
 from conveyor.backends.openvino_options import triton_parameters
 from conveyor.errors import RepositoryError
 from conveyor.protocol.grpc._generated import model_config_pb2 as pb
@@ -67,6 +68,14 @@ _REFUSED = {
 }
 # parameters { key: "instance_kind" value: { string_value: "process" } } on a python model
 INSTANCE_KIND_PARAMETER = "instance_kind"
+
+# The parameters each backend reads (after the renames below); Triton's parameters map is
+# free-form, so a key the backend does not read is accepted with a warning, as Triton's
+# backends ignore keys they do not know. A Python model reads them all itself.
+_BACKEND_KEYS = {
+    "onnxruntime": onnxruntime_options.OPTION_KEYS,
+    "openvino": openvino_options.OPTION_KEYS,
+}
 
 # Triton's onnxruntime backend parameter names -> Conveyor's [onnxruntime] keys.
 _ORT_PARAMETERS = {
@@ -149,6 +158,7 @@ class _Reader:
         self.gpu_on_cpu = gpu_on_cpu
         self.source = source
         self.warnings: list[str] = []
+        self.ignored: dict[str, str] = {}  # parameters the backend does not read
 
     def fail(self, field: str, message: str) -> RepositoryError:
         return RepositoryError(f"model {self.name!r}: {self.source} {field}: {message}")
@@ -215,6 +225,7 @@ class _Reader:
                 raise self.fail("default_model_filename", "must be a file name, not a path")
             extra["model_filename"] = m.default_model_filename
         config = parse_config(self.name, raw)
+        extra["ignored_parameters"] = self.ignored
         levels, default = extra.pop("priority", (0, 0))
         config = dataclasses.replace(config, **extra)
         if config.dynamic_batching is not None:
@@ -276,7 +287,7 @@ class _Reader:
                 if not key.startswith(PBTXT_PREFIX)
             }
             try:
-                return triton_parameters(strings)
+                return self.known_parameters(triton_parameters(strings), backend)
             except ValueError as exc:
                 key, reason = exc.args
                 raise self.fail(f"parameters[{key!r}]", reason) from None
@@ -290,6 +301,19 @@ class _Reader:
                 if value.lstrip("-").isdigit():
                     value = int(value)
             options[key] = value
+        return self.known_parameters(options, backend)
+
+    def known_parameters(self, options: dict[str, Any], backend: str) -> dict[str, Any]:
+        """The options the backend reads; every other key is named in one warning each."""
+        known = _BACKEND_KEYS.get(backend)
+        if known is None:
+            return options
+        for key in sorted(set(options) - known):
+            self.ignored[key] = str(options.pop(key))
+            self.warnings.append(
+                f"model {self.name!r}: {self.source} parameters key {key!r} is not read by the "
+                f"{backend} backend (accepted and ignored; it reads {', '.join(sorted(known))})"
+            )
         return options
 
     def tensor(self, t: pb.ModelInput | pb.ModelOutput, where: str) -> dict[str, Any]:

@@ -466,7 +466,7 @@ class DataPlane(TraceExtension):
         try:
             resolved = dict(inputs)
             for name, tensor in use.inputs.items():
-                resolved[name] = shm.read_input(lease, name, tensor)
+                resolved[name] = shm.read_input(lease, name, tensor, model)
             # A classified output is written as its classes, never as the model made it.
             classes = submit.get("classifications") or {}
             destinations = {

@@ -33,6 +33,7 @@ import numpy as np
 
 from conveyor.errors import InvalidInput
 from conveyor.protocol import binary
+from conveyor.protocol import triton_words as triton
 from conveyor.protocol.datatypes import datatype_of
 from conveyor.protocol.grpc.converters import raw_tensor
 from conveyor.protocol.shared_memory import InputInRegion, Location, output_too_large
@@ -63,8 +64,11 @@ class Region:
             fd = os.open(path, flags)
         except FileNotFoundError:
             raise InvalidInput(
-                f"shared memory key {key!r}: no such object in {directory}; create it "
-                "(shm_open) before registering it"
+                triton.first(
+                    triton.region_cannot_open(key),
+                    f"shared memory key {key!r}: no such object in {directory}; create it "
+                    "(shm_open) before registering it",
+                )
             ) from None
         except OSError as exc:
             raise InvalidInput(
@@ -80,8 +84,12 @@ class Region:
             end = offset + byte_size
             if info.st_size < end:
                 raise InvalidInput(
-                    f"shared memory region {name!r}: offset {offset} + byte_size {byte_size} "
-                    f"= {end} bytes, but the object {key!r} holds {info.st_size}"
+                    triton.first(
+                        triton.region_too_small(name),
+                        f"shared memory region {name!r}: offset {offset} + byte_size "
+                        f"{byte_size} = {end} bytes, but the object {key!r} holds "
+                        f"{info.st_size}",
+                    )
                 )
             # Mapped from 0 (mmap offsets must be page-aligned); the region's offset is
             # applied to every view. The mapping keeps its own duplicate of the descriptor,
@@ -150,9 +158,13 @@ class Region:
         start = located.offset
         end = start + located.byte_size
         if end > self.byte_size:
+            words = triton.region_offset if start >= self.byte_size else triton.region_range
             raise InvalidInput(
-                f"{where}: shared memory region {self.name!r} is {self.byte_size} bytes; "
-                f"offset {start} + byte_size {located.byte_size} = {end} runs past its end"
+                triton.first(
+                    words(self.name),
+                    f"{where}: shared memory region {self.name!r} is {self.byte_size} bytes; "
+                    f"offset {start} + byte_size {located.byte_size} = {end} runs past its end",
+                )
             )
         mapping = self._map
         if mapping is None:
@@ -205,8 +217,11 @@ class SharedMemoryRegistry:
         with self._lock:
             if name in self._regions:
                 raise InvalidInput(
-                    f"shared memory region {name!r} is already registered; unregister it "
-                    "first or pick another name"
+                    triton.first(
+                        triton.region_registered(name),
+                        f"shared memory region {name!r} is already registered; unregister "
+                        "it first or pick another name",
+                    )
                 )
             if len(self._regions) >= MAX_REGIONS:
                 raise InvalidInput(
@@ -239,7 +254,12 @@ class SharedMemoryRegistry:
                 return [region.status() for region in self._regions.values()]
             region = self._regions.get(name)
         if region is None:
-            raise InvalidInput(f"shared memory region {name!r} is not registered")
+            raise InvalidInput(
+                triton.first(
+                    triton.system_region_not_found(name),
+                    f"shared memory region {name!r} is not registered",
+                )
+            )
         return [region.status()]
 
     def close(self) -> None:
@@ -284,20 +304,29 @@ class SharedMemoryRegistry:
                 if region is None:
                     lease.release()
                     raise InvalidInput(
-                        f"{where}: shared memory region {name!r} is not registered; register "
-                        "it first"
+                        triton.first(
+                            triton.region_not_found(name),
+                            f"{where}: shared memory region {name!r} is not registered; "
+                            "register it first",
+                        )
                     )
                 region.acquire()
                 lease.regions[name] = region
         return lease
 
 
-def read_input(lease: Lease, name: str, tensor: InputInRegion) -> np.ndarray:
-    """Input ``name`` as a read-only numpy view of its region (BYTES: decoded)."""
+def read_input(
+    lease: Lease, name: str, tensor: InputInRegion, model: str | None = None
+) -> np.ndarray:
+    """Input ``name`` as a read-only numpy view of its region (BYTES: decoded); ``model``:
+    the request's, for Triton's words when the byte size does not fit the shape."""
     located = tensor.location
     where = f"input {name!r}"
     view = lease.regions[located.region].view(located, where)
-    array = raw_tensor(view, tensor.datatype, tensor.shape, f"{where} (shared memory)")
+    names = None if model is None else (model, name)
+    array = raw_tensor(
+        view, tensor.datatype, tensor.shape, f"{where} (shared memory)", triton_names=names
+    )
     if array.base is not None and array.flags.writeable:
         array.flags.writeable = False  # the model must not write into the client's region
     return array

@@ -53,6 +53,18 @@ def test_triton_parameters_become_openvino_options(tmp_path):
     }
 
 
+def test_a_parameter_openvino_does_not_read_is_kept_out_of_its_options_with_a_warning(tmp_path):
+    params = "\n".join([parameter("NUM_STREAMS", "2"), parameter("execute_delay_ms", "5")])
+    source = Repository(mlp_repo(tmp_path, params)).source("mlp")
+    assert dict(source.config.backend_options) == {"num_streams": 2}
+    assert dict(source.config.ignored_parameters) == {"execute_delay_ms": "5"}
+    assert [w for w in source.warnings if "'execute_delay_ms'" in w] == [
+        "model 'mlp': config.pbtxt parameters key 'execute_delay_ms' is not read by the openvino "
+        "backend (accepted and ignored; it reads compilation_num_threads, infer_requests, "
+        "inference_num_threads, num_streams, performance_hint, precision_hint)"
+    ]
+
+
 @pytest.mark.parametrize(
     ("key", "value", "words"),
     [

@@ -23,6 +23,7 @@ MIGRATION = DOCS / "triton-migration.md"
 PBTXT_ONLY_FIELDS = {
     "allow_timeout_override",
     "default_timeout_s",
+    "ignored_parameters",
     "instance_groups",
     "latest_versions",
     "model_filename",

@@ -10,7 +10,9 @@ the two sleep steps, which depend on nothing but the input and so must overlap. 
 ensembles' names sort before their step models', so the repository lists an ensemble before
 the models it needs. ``failing_pipeline``'s step 1 (``broken_step``) always raises.
 ``relay`` passes INPUT0 through two echo models (zero-copy); ``sleep_chain`` runs sleep_b
-after sleep_a (a step queued only once an earlier one finished).
+after sleep_a (a step queued only once an earlier one finished). ``labelled_ensemble``
+(config.pbtxt, as Triton's preprocess_inception_ensemble) runs ``double_rows`` then
+``scorer``, whose output has a label file; the ensemble's own output has none.
 """
 
 from __future__ import annotations
@@ -228,6 +230,46 @@ input_map = { INPUT0 = "delay_again" }
 output_map = { OUTPUT1 = "SPAN" }
 """
 
+# A preprocessing step and a classifier with a label file, behind an ensemble whose output
+# declares no labels: Triton answers class_count requests with the classifier's labels.
+PASS_MODEL = """
+class Model:
+    def infer(self, inputs):
+        return {{"{output}": inputs["{input}"] {operation}}}
+"""
+
+STEP_PBTXT = """
+backend: "python"
+max_batch_size: 8
+input [ {{ name: "{input}", data_type: TYPE_FP32, dims: [ 4 ] }} ]
+output [ {{ name: "{output}", data_type: TYPE_FP32, dims: [ 4 ]{extra} }} ]
+"""
+
+SCORER_LABELS = "cat\ndog\nbird\nfish\n"
+
+LABELLED_ENSEMBLE = """
+platform: "ensemble"
+max_batch_size: 8
+input [ { name: "IMAGE", data_type: TYPE_FP32, dims: [ 4 ] } ]
+output [ { name: "CLASSES", data_type: TYPE_FP32, dims: [ 4 ] } ]
+ensemble_scheduling {
+  step [
+    {
+      model_name: "double_rows"
+      model_version: -1
+      input_map { key: "INPUT0" value: "IMAGE" }
+      output_map { key: "OUTPUT0" value: "prepared" }
+    },
+    {
+      model_name: "scorer"
+      model_version: -1
+      input_map { key: "INPUT0" value: "prepared" }
+      output_map { key: "SCORES" value: "CLASSES" }
+    }
+  ]
+}
+"""
+
 STEP_MODELS = ("double", "tiny", "minus_three", "sleep_a", "sleep_b")
 
 
@@ -256,4 +298,15 @@ def build_repository(path: Path) -> Path:
     write_config(path / "failing_pipeline", "config.toml", FAILING_PIPELINE)
     write_config(path / "relay", "config.toml", RELAY)
     write_config(path / "sleep_chain", "config.toml", SLEEP_CHAIN)
+    for name, output, operation, extra in (
+        ("double_rows", "OUTPUT0", "* 2", ""),
+        ("scorer", "SCORES", "+ 0", ', label_filename: "scorer_labels.txt"'),
+    ):
+        source = PASS_MODEL.format(output=output, input="INPUT0", operation=operation)
+        folder = repo.python(name, source, "")
+        (folder / "config.toml").unlink()
+        pbtxt = STEP_PBTXT.format(input="INPUT0", output=output, extra=extra)
+        write_config(folder, "config.pbtxt", pbtxt)
+    (path / "scorer" / "scorer_labels.txt").write_text(SCORER_LABELS)
+    write_config(path / "labelled_ensemble", "config.pbtxt", LABELLED_ENSEMBLE)
     return path

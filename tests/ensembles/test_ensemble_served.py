@@ -112,3 +112,26 @@ def test_config_and_metadata_report_the_ensemble(client: Any, ensemble: str) -> 
     assert [i.name for i in metadata.inputs] == ["RAW", "DELAY"]
     assert [o.name for o in metadata.outputs] == ["RESULT", "SPAN_A", "SPAN_B"]
     assert client.is_model_ready(ensemble)
+
+
+def test_classification_through_an_ensemble_carries_the_step_models_labels(client: Any) -> None:
+    # Triton's ensemble_image_client asks preprocess_inception_ensemble for class_count and
+    # prints each answer's label: the ensemble's output has no label file, its classifier's
+    # does, and Triton answers score:index:label with the classifier's labels.
+    module = _module(client)
+    image = np.array([[0.1, 0.4, 0.3, 0.2]], np.float32)
+    tensor = module.InferInput("IMAGE", [1, 4], "FP32")
+    tensor.set_data_from_numpy(image)
+    if module is httpclient:
+        wanted = module.InferRequestedOutput("CLASSES", binary_data=True, class_count=2)
+    else:
+        wanted = module.InferRequestedOutput("CLASSES", class_count=2)
+    result = client.infer("labelled_ensemble", [tensor], outputs=[wanted])
+    assert result.as_numpy("CLASSES").tolist() == [[b"0.800000:1:dog", b"0.600000:2:bird"]]
+    # The ensemble's config is reported as written: the labels are the step model's.
+    config = client.get_model_config("labelled_ensemble")
+    output = config["output"][0] if isinstance(config, dict) else config.config.output[0]
+    label_filename = (
+        output.get("label_filename", "") if isinstance(output, dict) else output.label_filename
+    )
+    assert label_filename == ""

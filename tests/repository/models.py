@@ -3,7 +3,8 @@
 - ``onnx_pbtxt``: ONNX Add (+1) over FP32 [16], versions 1-3 of which ``latest
   { num_versions: 2 }`` serves 2 and 3; two instance groups (1 KIND_CPU + 2 KIND_MODEL);
   dynamic batching with priority levels and a queue policy; a zero_data warmup; a warned
-  ``optimization`` field; onnxruntime parameters in Triton's names.
+  ``optimization`` field; onnxruntime parameters in Triton's names, and ``execute_delay_ms``
+  (Triton's docs' ``simple_dyna_sequence`` carries it), which onnxruntime does not read.
 - ``onnx_auto``: only platform and max_batch_size: inputs and outputs come from the file;
   ``version_policy: { all {} }`` over versions 1 and 2.
 - ``py_pbtxt``: a Conveyor Python model (``class Model``) with ``backend: "python"``,
@@ -13,7 +14,7 @@
 - Models that must fail to load, each for one reason: ``gpu_group`` (KIND_GPU),
   ``sequence`` (iterative sequence_batching), ``both_files`` (config.toml and
   config.pbtxt), ``broken`` (a parse error on line 3), ``ensemble_model`` (platform "ensemble",
-  no steps).
+  no steps), ``bad_threads`` (a parameter onnxruntime reads, with a value it cannot take).
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ dynamic_batching {
   }
 }
 parameters { key: "intra_op_thread_count" value: { string_value: "1" } }
+parameters { key: "execute_delay_ms" value: { string_value: "0" } }
 optimization { graph { level: 1 } }
 model_warmup [
   {
@@ -128,6 +130,10 @@ input [ { name: "INPUT0" data_type: TYPE_FLOAT32 } ]
 """,
     "ensemble_model": """
 platform: "ensemble"
+""",
+    "bad_threads": """
+platform: "onnxruntime_onnx"
+parameters { key: "intra_op_thread_count" value: { string_value: "many" } }
 """,
 }
 

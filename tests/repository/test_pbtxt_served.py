@@ -87,6 +87,8 @@ def test_onnx_config_shows_the_pbtxt_values(client: Any) -> None:
     assert policy.allow_timeout_override
     assert config.version_policy.latest.num_versions == 2
     assert config.parameters["intra_op_threads"].string_value == "1"
+    # A parameter onnxruntime does not read is reported as given (Triton's map is free-form).
+    assert config.parameters["execute_delay_ms"].string_value == "0"
     assert [w.name for w in config.model_warmup] == ["zeros"]
 
 
@@ -173,6 +175,7 @@ def test_warmup_ran_before_the_model_was_ready(triton_server: RunningServer, tri
         ("both_files", ["both_files/config.toml", "both_files/config.pbtxt"]),
         ("broken", ["broken/config.pbtxt line 4 column 37", "TYPE_FLOAT32"]),
         ("ensemble_model", ["ensemble_scheduling", 'platform "ensemble" needs', "lists no step"]),
+        ("bad_threads", ["onnxruntime.intra_op_threads must be an integer", "'many'"]),
     ],
 )
 def test_a_refused_config_fails_its_model_with_the_reason(
@@ -190,4 +193,16 @@ def test_a_refused_config_fails_its_model_with_the_reason(
 def test_a_warned_field_is_logged_once_by_name(triton_server: RunningServer) -> None:
     output = triton_server.output()
     warned = "model 'onnx_pbtxt': config.pbtxt field optimization has no effect in Conveyor"
+    assert output.count(warned) == 1, output[-3000:]
+
+
+def test_a_parameter_the_backend_does_not_read_is_logged_once_by_name(
+    triton_server: RunningServer,
+) -> None:
+    # onnx_pbtxt carries execute_delay_ms and serves (test_onnx_inference_on_each_served_version).
+    output = triton_server.output()
+    warned = (
+        "model 'onnx_pbtxt': config.pbtxt parameters key 'execute_delay_ms' is not read by the "
+        "onnxruntime backend"
+    )
     assert output.count(warned) == 1, output[-3000:]

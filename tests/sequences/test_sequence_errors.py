@@ -57,6 +57,12 @@ def test_a_sequence_id_of_the_wrong_type(
     status, message = refused(lambda: add(conn, protocol, model, 1, sequence_id, start=True))
     assert status == BAD_REQUEST[protocol]
     assert expected in message and "CORRID" in message
+    # Triton's words first, as L0_sequence_corrid_batcher matches them.
+    sent, wanted = ("BYTES", "UINT64") if isinstance(sequence_id, str) else ("UINT64", "BYTES")
+    assert message.startswith(
+        f"sequence batching control 'CORRID' data-type is '{sent}', but model '{model}' "
+        f"expects '{wanted}': "
+    ), message
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)

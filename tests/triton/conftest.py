@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from conveyor.testing import RunningServer, run_server
-from tests.triton.models import MODELS, build_repository
+from tests.triton.models import MODELS, PBTXT_MODELS, build_repository
 
 
 @pytest.fixture(scope="module")
@@ -19,7 +19,7 @@ def repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def server(repository: Path) -> Iterator[RunningServer]:
-    loads = [arg for name in MODELS for arg in ("--load-model", name)]
+    loads = [arg for name in [*MODELS, *PBTXT_MODELS] for arg in ("--load-model", name)]
     with run_server(repository, extra_args=["--model-control", "explicit", *loads]) as running:
         yield running
         assert running.process.poll() is None, "the server died during the tests"

@@ -322,6 +322,68 @@ datatype = "INT32"
 shape = [1]
 """
 
+# Triton's own qa/python_models/init_args, with its config.pbtxt: execute() answers every
+# request with shape [1] while the output's dims are [-1] under max_batch_size 64 (a request
+# of two rows gets one row back). Triton serves it; so does Conveyor.
+INIT_ARGS = """
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.args = args
+
+    def execute(self, requests):
+        keys = [
+            "model_config",
+            "model_instance_kind",
+            "model_instance_name",
+            "model_instance_device_id",
+            "model_repository",
+            "model_version",
+            "model_name",
+        ]
+        correct_keys = sum(1 for key in keys if key in self.args)
+        responses = []
+        for _ in requests:
+            out_args = pb_utils.Tensor("OUT", np.array([correct_keys], dtype=np.float32))
+            responses.append(pb_utils.InferenceResponse([out_args]))
+        return responses
+"""
+
+INIT_ARGS_PBTXT = """
+name: "init_args"
+backend: "python"
+max_batch_size: 64
+
+input [
+  {
+    name: "IN"
+    data_type: TYPE_FP32
+    dims: [ -1 ]
+  }
+]
+
+output [
+  {
+    name: "OUT"
+    data_type: TYPE_FP32
+    dims: [ -1 ]
+  }
+]
+
+instance_group [
+  {
+    count: 1
+    kind : KIND_CPU
+  }
+]
+"""
+
+# Models whose config is Triton's config.pbtxt, as Triton's repository has it.
+PBTXT_MODELS = {"init_args": (INIT_ARGS, INIT_ARGS_PBTXT)}
+
 MODELS = {
     "add_sub": (ADD_SUB, ADD_SUB_CONFIG.format(instances=2)),
     "lifecycle": (ADD_SUB, ADD_SUB_CONFIG.format(instances=2)),
@@ -338,4 +400,8 @@ def build_repository(path: Path) -> Path:
     builder = RepoBuilder(path)
     for name, (source, config) in MODELS.items():
         builder.python(name, source, config)
+    for name, (source, pbtxt) in PBTXT_MODELS.items():
+        folder = builder.python(name, source, "")
+        (folder / "config.toml").unlink()
+        (folder / "config.pbtxt").write_text(pbtxt)
     return path

@@ -101,6 +101,16 @@ def test_initialize_gets_tritons_args_and_each_instance_its_own_object(
         http.close()
 
 
+def test_outputs_keep_the_shape_the_model_gave_them(client: Any, protocol: str):
+    # Triton's qa/L0_backend_python test_init_args: IN of shape [2, 2] (two rows under
+    # max_batch_size 64), OUT answered with shape [1] although its dims are [-1]; Triton's
+    # Python backend sends a tensor's own shape, so the response carries [1], not a 500.
+    result = _infer(client, protocol, "init_args", {"IN": (np.zeros((2, 2), np.float32), "FP32")})
+    out = result.as_numpy("OUT")
+    assert out.shape == (1,)
+    assert out.tolist() == [7.0]  # the seven keys of initialize()'s args
+
+
 def test_strings_and_request_accessors(client: Any, protocol: str):
     text = np.array([b"hello", "w\u00f6rld".encode()], dtype=np.object_)
     result = _infer(

@@ -23,6 +23,7 @@ import numpy as np
 from conveyor.errors import InvalidInput
 from conveyor.protocol import binary, bytes_codec
 from conveyor.protocol import shared_memory as shm
+from conveyor.protocol import triton_words as triton
 from conveyor.protocol.datatypes import (
     BYTES,
     DATATYPES,
@@ -119,6 +120,13 @@ def infer_call(
     if request.outputs:
         outputs = []
         for output in request.outputs:
+            if output.name in outputs:
+                raise InvalidInput(
+                    triton.first(
+                        triton.output_repeated(output.name),
+                        f"requested output {output.name!r} is requested more than once",
+                    )
+                )
             if output.parameters:
                 where = f"output {output.name!r}"
                 values = parameter_values(output.parameters)
@@ -151,6 +159,7 @@ def decode_inputs(
     shared-memory region go there instead and take no raw_input_contents buffer (as
     Triton's clients send them)."""
     tensors = request.inputs
+    model = request.model_name
     if raw is None:
         raw = request.raw_input_contents
     decoded: dict[str, np.ndarray] = {}
@@ -158,7 +167,12 @@ def decode_inputs(
     for tensor in tensors:
         name = tensor.name
         if name in decoded or (in_regions is not None and name in in_regions.inputs):
-            raise InvalidInput(f"input {name!r} appears more than once in the request")
+            raise InvalidInput(
+                triton.first(
+                    triton.input_repeated(name),
+                    f"input {name!r} appears more than once in the request",
+                )
+            )
         shape = check_shape(tuple(tensor.shape), f"input {name!r}")
         if tensor.parameters:
             values = parameter_values(tensor.parameters)
@@ -167,7 +181,10 @@ def decode_inputs(
             if located is not None:
                 if tensor.HasField("contents"):
                     raise InvalidInput(
-                        f"input {name!r} is in shared memory and also has contents; send one"
+                        triton.first(
+                            triton.contents_with_shared_memory(model, name),
+                            f"input {name!r} is in shared memory and also has contents; send one",
+                        )
                     )
                 assert in_regions is not None
                 in_regions.inputs[name] = shm.InputInRegion(located, tensor.datatype, shape)
@@ -175,17 +192,23 @@ def decode_inputs(
         index += 1
         if raw:
             if index >= len(raw):
-                raise _raw_count_mismatch(tensors, raw, in_regions)
+                ours = _raw_count_mismatch(tensors, raw, in_regions).message
+                raise InvalidInput(triton.first(triton.no_input_data(model, name), ours))
             if tensor.HasField("contents"):
                 raise InvalidInput(
-                    f"input {name!r} has typed contents but the request also uses "
-                    "raw_input_contents; send every input one way: all raw or all typed"
+                    triton.first(
+                        triton.contents_with_raw(model, name),
+                        f"input {name!r} has typed contents but the request also uses "
+                        "raw_input_contents; send every input one way: all raw or all typed",
+                    )
                 )
             # Read the repeated field once: each access copies the bytes out of the message.
             where = f"input {name!r} (raw_input_contents[{index}])"
-            decoded[name] = raw_tensor(raw[index], tensor.datatype, shape, where)
+            decoded[name] = raw_tensor(
+                raw[index], tensor.datatype, shape, where, triton_names=(model, name)
+            )
         else:
-            decoded[name] = typed_tensor(tensor, shape)
+            decoded[name] = typed_tensor(tensor, shape, model=model)
     if raw and index + 1 != len(raw):
         raise _raw_count_mismatch(tensors, raw, in_regions)
     return decoded
@@ -203,11 +226,17 @@ def _raw_count_mismatch(
 
 
 def raw_tensor(
-    buffer: bytes | memoryview, datatype: str, shape: tuple[int, ...], where: str
+    buffer: bytes | memoryview,
+    datatype: str,
+    shape: tuple[int, ...],
+    where: str,
+    *,
+    triton_names: tuple[str, str] | None = None,
 ) -> np.ndarray:
     """One tensor from its raw bytes, as a read-only view of ``buffer`` (no copy).
 
-    ``where`` names the tensor in errors, e.g. "input 'INPUT0' (raw_input_contents[0])".
+    ``where`` names the tensor in errors, e.g. "input 'INPUT0' (raw_input_contents[0])";
+    ``triton_names`` (model, input): a wrong byte size begins with Triton's words for it.
     """
     count = element_count(shape)
     if datatype == BYTES:
@@ -221,10 +250,13 @@ def raw_tensor(
         dtype = _WIRE_DTYPE[datatype] = numpy_dtype(datatype).newbyteorder("<")
     expected = count * dtype.itemsize
     if len(buffer) != expected:
-        raise InvalidInput(
+        ours = (
             f"{where} has {len(buffer)} bytes but shape {list(shape)} of {datatype} "
             f"({dtype.itemsize} bytes each) needs {expected}"
         )
+        if triton_names is not None:
+            ours = triton.first(triton.input_byte_size(*triton_names, expected, len(buffer)), ours)
+        raise InvalidInput(ours)
     array = np.frombuffer(buffer, dtype).reshape(shape)
     # A bytes object's data is 16-byte aligned in CPython, but a tensor split off a big
     # message starts wherever the message put it: copy it once into aligned memory then,
@@ -232,8 +264,11 @@ def raw_tensor(
     return array if array.flags.aligned else array.copy()
 
 
-def typed_tensor(tensor: Any, shape: tuple[int, ...], what: str = "input") -> np.ndarray:
-    """One tensor from its typed ``contents`` (an InferInputTensor or InferOutputTensor)."""
+def typed_tensor(
+    tensor: Any, shape: tuple[int, ...], what: str = "input", model: str | None = None
+) -> np.ndarray:
+    """One tensor from its typed ``contents`` (an InferInputTensor or InferOutputTensor);
+    ``model``: the request's, for Triton's words when an input has no data at all."""
     name, datatype = tensor.name, tensor.datatype
     dtype = numpy_dtype(datatype)
     field = TYPED_FIELD.get(datatype)
@@ -249,10 +284,13 @@ def typed_tensor(tensor: Any, shape: tuple[int, ...], what: str = "input") -> np
         raise InvalidInput(f"{what} {name!r} is {datatype}: expected {field}, got {wrong[0]}")
     values = getattr(tensor.contents, field)
     if len(values) != count:
-        raise InvalidInput(
+        ours = (
             f"{what} {name!r}: shape {list(shape)} needs {count} elements but {field} has "
             f"{len(values)}" + ("" if present else " (no contents and no raw_input_contents)")
         )
+        if not present and model is not None:
+            ours = triton.first(triton.no_input_data(model, name), ours)
+        raise InvalidInput(ours)
     if datatype == BYTES:
         array = np.empty(count, dtype=object)
         array[:] = list(values)

@@ -383,7 +383,8 @@ class V2Routes:
             trace = data.begin_trace(model, "http", _header_text(traceparent))
             if trace is not None:
                 trace.recv_start = recv_start
-        request = infer.decode_request(body, binary.parse_header_length(header_length, len(body)))
+        json_length = binary.parse_header_length(header_length, len(body))
+        request = infer.decode_request(body, json_length, model)
         future = self.data.infer(
             model,
             version,

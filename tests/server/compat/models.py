@@ -6,6 +6,8 @@
 - ``words``: Python, BYTES echo: an output classification must refuse.
 - ``tiny``: ONNX Add (+1), version 1 only: the version messages.
 - ``broken``: its load raises: the failed-load message (loaded only when a test asks).
+- ``pair``: Python, INPUT0 and INPUT1 required, OPTIONAL optional: the input-count words.
+- ``sleepy``: Python, sleeps INPUT0 seconds, one instance, max_queue_size 2: the queue words.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from conveyor.examples import onnx_models
-from tests.models import ECHO_CONFIG, ECHO_MODEL, RepoBuilder
+from tests.models import ECHO_CONFIG, ECHO_MODEL, SLEEP_CONFIG, SLEEP_MODEL, RepoBuilder
 
 LABELS = ("cat", "dog", "bird", "fish")
 
@@ -63,8 +65,40 @@ class Model:
         return {{}}
 """
 
+PAIR_MODEL = """
+class Model:
+    def infer(self, inputs):
+        return {"SUM": inputs["INPUT0"] + inputs["INPUT1"]}
+"""
+
+PAIR_CONFIG = """
+backend = "python"
+instances = 1
+
+[[inputs]]
+name = "INPUT0"
+datatype = "FP32"
+shape = [-1]
+
+[[inputs]]
+name = "INPUT1"
+datatype = "FP32"
+shape = [-1]
+
+[[inputs]]
+name = "OPTIONAL"
+datatype = "FP32"
+shape = [-1]
+optional = true
+
+[[outputs]]
+name = "SUM"
+datatype = "FP32"
+shape = [-1]
+"""
+
 # Loaded at start; ``broken`` is in the repository but loaded only on request.
-LOADED = ("scores", "scores_batched", "words", "tiny")
+LOADED = ("scores", "scores_batched", "words", "tiny", "pair", "sleepy")
 
 
 def build_repository(root: Path) -> Path:
@@ -76,4 +110,6 @@ def build_repository(root: Path) -> Path:
     repo.python("words", ECHO_MODEL, ECHO_CONFIG.format(datatype="BYTES"))
     repo.python("broken", BROKEN_MODEL, ECHO_CONFIG.format(datatype="FP32"))
     onnx_models.tiny(root / "tiny" / "1" / "model.onnx")
+    repo.python("pair", PAIR_MODEL, PAIR_CONFIG)
+    repo.python("sleepy", SLEEP_MODEL, SLEEP_CONFIG.format(instances=1, queue=2))
     return root

@@ -11,7 +11,7 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-from tests.triton.models import ADD_SUB, ADD_SUB_CONFIG
+from tests.triton.models import ADD_SUB, ADD_SUB_CONFIG, INIT_ARGS, INIT_ARGS_PBTXT
 
 WHO_AM_I = """
 import json
@@ -82,7 +82,8 @@ parameters { key: "instance_kind" value: { string_value: "process" } }
 
 
 def build_repository(path: Path) -> Path:
-    """``who_am_i`` (2 process instances, config.pbtxt) and ``add_sub`` (thread instances)."""
+    """``who_am_i`` (2 process instances, config.pbtxt), ``add_sub`` (thread instances) and
+    Triton's ``init_args`` on a process instance."""
     folder = path / "who_am_i" / "1"
     folder.mkdir(parents=True)
     (folder / "model.py").write_text(textwrap.dedent(WHO_AM_I))
@@ -92,5 +93,12 @@ def build_repository(path: Path) -> Path:
     (add_sub / "model.py").write_text(textwrap.dedent(ADD_SUB))
     (path / "add_sub" / "config.toml").write_text(
         textwrap.dedent(ADD_SUB_CONFIG.format(instances=1))
+    )
+    init_args = path / "init_args" / "1"
+    init_args.mkdir(parents=True)
+    (init_args / "model.py").write_text(textwrap.dedent(INIT_ARGS))
+    (path / "init_args" / "config.pbtxt").write_text(
+        textwrap.dedent(INIT_ARGS_PBTXT)
+        + 'parameters { key: "instance_kind" value: { string_value: "process" } }\n'
     )
     return path

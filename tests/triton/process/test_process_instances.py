@@ -23,7 +23,8 @@ def repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def server(repository: Path) -> Iterator[RunningServer]:
-    args = ["--model-control", "explicit", "--load-model", "add_sub", "--load-model", "who_am_i"]
+    loads = [arg for name in ("add_sub", "who_am_i", "init_args") for arg in ("--load-model", name)]
+    args = ["--model-control", "explicit", *loads]
     with run_server(repository, extra_args=args) as running:
         yield running
         assert running.process.poll() is None, "the server died during the tests"
@@ -66,6 +67,19 @@ def test_each_process_instance_runs_its_own_model_in_its_own_process(
     assert set(seen) == {"who_am_i_0_0", "who_am_i_0_1"}
     assert len(set(seen.values())) == 2
     assert server.process.pid not in seen.values()
+
+
+def test_outputs_keep_the_shape_the_model_gave_them_on_a_process_instance(
+    server: RunningServer,
+):
+    # Triton's init_args answers [1] for dims [-1] under max_batch_size 64, from a worker.
+    client = httpclient.InferenceServerClient(server.http_url.split("://")[1])
+    try:
+        tensor = httpclient.InferInput("IN", [2, 2], "FP32")
+        tensor.set_data_from_numpy(np.zeros((2, 2), np.float32))
+        assert client.infer("init_args", [tensor]).as_numpy("OUT").tolist() == [7.0]
+    finally:
+        client.close()
 
 
 def test_finalize_runs_in_each_worker_on_unload(server: RunningServer, repository: Path):
