@@ -143,8 +143,10 @@ class TritonPythonModel:
             what = int(pb_utils.get_input_tensor_by_name(request, "WHAT").as_numpy().ravel()[0])
             if what == 5:
                 raise pb_utils.TritonModelException("the whole batch fails")
-            if what == 6:
-                request.get_response_sender()
+            if what == 6:  # Triton's rule for a model that is not decoupled
+                request.get_response_sender().send(
+                    flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+                )
             if what == 8:
                 error = pb_utils.TritonError("no code given")
             elif what in CODES:

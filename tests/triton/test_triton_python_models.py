@@ -126,7 +126,7 @@ ERROR_CASES = {
     7: ("400", "StatusCode.UNIMPLEMENTED", "refused request 7"),
     8: ("500", "StatusCode.INTERNAL", "no code given"),
     5: ("500", "StatusCode.INTERNAL", "the whole batch fails"),
-    6: ("500", "StatusCode.INTERNAL", "get_response_sender (decoupled models) is not supported"),
+    6: ("500", "StatusCode.INTERNAL", "cannot send complete final before sending a response"),
 }
 
 
