@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import contextvars
 import dataclasses
 import inspect
 import json
@@ -39,6 +40,7 @@ import threading
 import weakref
 from collections.abc import Coroutine, Iterator, Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -70,6 +72,42 @@ def pb_utils_importable() -> Iterator[None]:
             sys.modules.pop(MODULE_ALIAS, None)
         else:
             sys.modules[MODULE_ALIAS] = before
+
+
+# ``import model`` from a model's own code (Triton's QA models run
+# ``unittest.main("model")`` in execute) finds model.py in Triton, whose stub runs one model
+# per process with model.py imported as ``model``. Here every model.py has a module name of
+# its own, so ``model`` is a stand-in that, on each thread, is the model.py running there.
+_running: contextvars.ContextVar[ModuleType | None] = contextvars.ContextVar(
+    "conveyor_triton_running_model", default=None
+)
+
+
+class _RunningModel(ModuleType):
+    """``sys.modules["model"]``: attributes of the model.py whose code runs on this thread."""
+
+    def __getattr__(self, name: str) -> Any:
+        module = _running.get()
+        if module is None:
+            raise AttributeError(f"module 'model' has no attribute {name!r} (no model runs here)")
+        return getattr(module, name)
+
+    def __dir__(self) -> list[str]:
+        module = _running.get()
+        return dir(module) if module is not None else []
+
+
+@contextlib.contextmanager
+def running_model(model_class: type) -> Iterator[None]:
+    """While inside, ``import model`` on this thread gives ``model_class``'s model.py."""
+    if not isinstance(sys.modules.setdefault("model", _RunningModel("model")), _RunningModel):
+        yield  # a real module named model is imported: it stays what ``model`` means
+        return
+    token = _running.set(sys.modules.get(model_class.__module__))
+    try:
+        yield
+    finally:
+        _running.reset(token)
 
 
 class TritonModel(LoadedModel):
@@ -104,8 +142,11 @@ class TritonModel(LoadedModel):
 
     def _call_execute(self, requests: list[pb_utils.InferenceRequest]) -> Any:
         """``execute(requests)``: its value, or for ``async def execute`` its coroutine."""
-        with pb_utils.calling_through(self._caller):
-            return self.instance.execute(requests)
+        with pb_utils.calling_through(self._caller), running_model(type(self.instance)):
+            try:
+                return self.instance.execute(requests)
+            except SystemExit as exc:  # e.g. unittest.main() without exit=False
+                raise _exited(self.config.name, exc) from exc
 
     def _execute(self, requests: list[pb_utils.InferenceRequest]) -> Any:
         returned = self._call_execute(requests)
@@ -117,7 +158,7 @@ class TritonModel(LoadedModel):
         """Run ``awaitable`` on this instance's event loop (started on first use)."""
         if self._loop is None:
             self._loop = _InstanceLoop(f"{self.config.name}-asyncio")
-        return self._loop.submit(_awaited(awaitable, self._caller))
+        return self._loop.submit(_awaited(awaitable, self._caller, type(self.instance)))
 
     def run_stream(self, request: RequestData, responses: Responses) -> None:
         triton_request = self._triton_request(request)
@@ -222,9 +263,18 @@ def _sequence_flags(request: RequestData) -> int:
     )
 
 
-async def _awaited(awaitable: Any, caller: ModelCaller | None) -> Any:
-    with pb_utils.calling_through(caller):  # BLS from the coroutine, on the loop's thread
-        return await awaitable
+async def _awaited(awaitable: Any, caller: ModelCaller | None, model_class: type) -> Any:
+    # BLS and ``import model`` from the coroutine, on the loop's thread.
+    with pb_utils.calling_through(caller), running_model(model_class):
+        try:
+            return await awaitable
+        except SystemExit as exc:
+            raise _exited(model_class.__module__, exc) from exc
+
+
+def _exited(model: str, exc: SystemExit) -> ModelError:
+    """A model that calls sys.exit fails its requests; the instance thread lives on."""
+    return ModelError(f"model {model!r}: execute raised SystemExit({exc.code!r})")
 
 
 class _InstanceLoop:
@@ -263,10 +313,10 @@ def load_triton_model(
     and initializes its own after its fork (:meth:`TritonProcessModel.forked`).
     """
     config = _auto_completed(config, model_class)
-    if not config.inputs or not config.outputs:
+    if not config.outputs:  # no inputs is fine: Triton's QA models that run unittests
         raise RepositoryError(
-            f"model {config.name!r}: a Triton Python model needs inputs and outputs, in its "
-            "config or added by auto_complete_config"
+            f"model {config.name!r}: a Triton Python model needs outputs, in its config or "
+            "added by auto_complete_config"
         )
     if config.instance_kind is InstanceKind.PROCESS:
         if config.decoupled:
@@ -297,7 +347,7 @@ def _initialized(
             "model_version": version_dir.name,
             "model_name": config.name,
         }
-        with pb_utils.calling_through(caller):
+        with pb_utils.calling_through(caller), running_model(model_class):
             initialize(args)
     return TritonModel(config, instance, caller, version_dir.name)
 
