@@ -83,6 +83,25 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def ports_free(*ports: int) -> bool:
+    """True when every port can be bound on loopback now (Triton's tests name fixed ports)."""
+    for port in ports:
+        with socket.socket() as sock:
+            # As a server binds: a port left in TIME_WAIT by the last run is free.
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                return False
+    return True
+
+
+def last_lines(text: str, count: int = 6) -> str:
+    """A program's last non-blank lines on one line, to say why it failed."""
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return " | ".join(lines[-count:])[:400]
+
+
 def child_env() -> dict[str, str]:
     """This environment with the checkout's root first on PYTHONPATH (conveyor, benchmarks)."""
     env = dict(os.environ)

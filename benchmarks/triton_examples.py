@@ -24,7 +24,6 @@ import contextlib
 import dataclasses
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -42,6 +41,7 @@ RESULTS = ROOT / "benchmarks" / "results"
 if str(ROOT) not in sys.path:  # run as `python -m benchmarks.x` from a checkout
     sys.path.insert(0, str(ROOT))
 
+from benchmarks.common import last_lines, ports_free  # noqa: E402
 from conveyor.testing import RunningServer, run_server  # noqa: E402
 
 EXAMPLE_TIMEOUT_S = 120.0
@@ -585,23 +585,6 @@ class Outcome:
     output: str = ""  # the example's last lines when it failed, to check the reason against
 
 
-def _ports_free(*ports: int) -> bool:
-    for port in ports:
-        with socket.socket() as sock:
-            # As a server binds: a port left in TIME_WAIT by the last run is free.
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                return False
-    return True
-
-
-def _last_lines(text: str, count: int = 6) -> str:
-    lines = [line for line in text.strip().splitlines() if line.strip()]
-    return " | ".join(lines[-count:])[:400]
-
-
 def run_example(
     folder: Path, example: Example, server: RunningServer | None, image: Path
 ) -> Outcome:
@@ -626,7 +609,7 @@ def run_example(
     # traceback, or an error line.
     text = done.stdout + done.stderr
     failed = done.returncode != 0 or "Traceback" in text or "error" in done.stdout.lower()
-    output = _last_lines(text) if failed else ""
+    output = last_lines(text) if failed else ""
     reason = (example.known or output) if failed else ""
     return Outcome(example.file, shown, not failed, seconds, reason, output)
 
@@ -683,7 +666,7 @@ def run_all(
                 with _server(control, ["--model-control", "explicit"]) as server:
                     record(index, run_example(folder, example, server, image))
             elif example.server == "default_ports":
-                if default_ports and _ports_free(8000, 8001, 8002):
+                if default_ports and ports_free(8000, 8001, 8002):
                     ports = {"http_port": 8000, "grpc_port": 8001, "metrics_port": 8002}
                     with _server(repository, **ports):
                         record(index, run_example(folder, example, None, image))

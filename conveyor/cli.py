@@ -110,6 +110,11 @@ def _serve(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"conveyor serve: {exc}", file=sys.stderr)
         return 2
+    if args.own_command_line:
+        # Parsed: from here on the process's arguments are the program's name alone, as the
+        # models of Triton's Python stub see them. Triton's QA models call unittest.main()
+        # in execute, which would read the server's flags as names of tests.
+        del sys.argv[1:]
     return Server(settings).run()
 
 
@@ -193,6 +198,7 @@ def _take_log_level(args: list[str]) -> tuple[list[str], str | None]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    args.own_command_line = argv is None  # sys.argv was parsed
     if args.command == "bench":
         args.args, level = _take_log_level(args.args)
         args.log_level = level or args.log_level

@@ -12,7 +12,12 @@ The adapter between Triton's model lifecycle and Conveyor's backend interface:
   Triton's Python backend sends it (only its datatype is checked against the config);
 - a decoupled model's ``execute([request])`` runs one request at a time and sends its
   responses with ``request.get_response_sender()``, now or later from another thread; the
-  request ends with its ``TRITONSERVER_RESPONSE_COMPLETE_FINAL`` flag;
+  request ends with its ``TRITONSERVER_RESPONSE_COMPLETE_FINAL`` flag; a model that is not
+  decoupled may answer through the sender too (``triton_answers``);
+- ``async def execute`` runs on the instance's own event loop, which keeps running between
+  calls (as the loop of Triton's stub does), so a task the model starts outlives the call
+  that started it — a response sent from it 0.5 s later still arrives. A decoupled model's
+  coroutine is not waited for: the instance takes its next request at once, as in Triton;
 - ``finalize()`` runs when the model version is unloaded or the server stops;
 - while initialize() and execute() run, ``InferenceRequest(...).exec()`` reaches the other
   models through the engine's ``caller`` (Business Logic Scripting).
@@ -25,19 +30,25 @@ reaches the engine over the worker's channel. Decoupled models stay on thread in
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
+import contextvars
 import dataclasses
 import inspect
 import json
 import sys
-from collections.abc import Iterator, Sequence
+import threading
+import weakref
+from collections.abc import Coroutine, Iterator, Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 
 from conveyor.backends.base import LoadedModel, ModelCaller, RequestData, Responses
 from conveyor.backends.registry import platform
+from conveyor.backends.triton_answers import OneAnswer
 from conveyor.errors import ModelError, RepositoryError
 from conveyor.protocol.metadata import model_config as triton_config_json
 from conveyor.repository.config import DynamicBatching, InstanceKind, ModelConfig, TensorSpec
@@ -64,6 +75,42 @@ def pb_utils_importable() -> Iterator[None]:
             sys.modules[MODULE_ALIAS] = before
 
 
+# ``import model`` from a model's own code (Triton's QA models run
+# ``unittest.main("model")`` in execute) finds model.py in Triton, whose stub runs one model
+# per process with model.py imported as ``model``. Here every model.py has a module name of
+# its own, so ``model`` is a stand-in that, on each thread, is the model.py running there.
+_running: contextvars.ContextVar[ModuleType | None] = contextvars.ContextVar(
+    "conveyor_triton_running_model", default=None
+)
+
+
+class _RunningModel(ModuleType):
+    """``sys.modules["model"]``: attributes of the model.py whose code runs on this thread."""
+
+    def __getattr__(self, name: str) -> Any:
+        module = _running.get()
+        if module is None:
+            raise AttributeError(f"module 'model' has no attribute {name!r} (no model runs here)")
+        return getattr(module, name)
+
+    def __dir__(self) -> list[str]:
+        module = _running.get()
+        return dir(module) if module is not None else []
+
+
+@contextlib.contextmanager
+def running_model(model_class: type) -> Iterator[None]:
+    """While inside, ``import model`` on this thread gives ``model_class``'s model.py."""
+    if not isinstance(sys.modules.setdefault("model", _RunningModel("model")), _RunningModel):
+        yield  # a real module named model is imported: it stays what ``model`` means
+        return
+    token = _running.set(sys.modules.get(model_class.__module__))
+    try:
+        yield
+    finally:
+        _running.reset(token)
+
+
 class TritonModel(LoadedModel):
     """One instance's ``TritonPythonModel`` object."""
 
@@ -78,6 +125,7 @@ class TritonModel(LoadedModel):
         self.instance = instance
         self._caller = caller
         self._version = int(version) if version.isdigit() else -1
+        self._loop: _InstanceLoop | None = None  # made by the first ``async def execute``
 
     def run(self, inputs: dict[str, np.ndarray], outputs: Sequence[str]) -> dict[str, np.ndarray]:
         raise ModelError(f"model {self.config.name!r}: a Triton model runs requests one by one")
@@ -94,39 +142,95 @@ class TritonModel(LoadedModel):
             parameters=dict(request.parameters),
         )
 
+    def _call_execute(self, requests: list[pb_utils.InferenceRequest]) -> Any:
+        """``execute(requests)``: its value, or for ``async def execute`` its coroutine."""
+        with pb_utils.calling_through(self._caller), running_model(type(self.instance)):
+            try:
+                return self.instance.execute(requests)
+            except SystemExit as exc:  # e.g. unittest.main() without exit=False
+                raise _exited(self.config.name, exc) from exc
+
     def _execute(self, requests: list[pb_utils.InferenceRequest]) -> Any:
         try:
-            with pb_utils.calling_through(self._caller):
-                responses = self.instance.execute(requests)
-                if inspect.isawaitable(responses):  # ``async def execute``, as Triton allows
-                    responses = asyncio.run(_awaited(responses))
+            returned = self._call_execute(requests)
+            if inspect.isawaitable(returned):  # ``async def execute``, as Triton allows
+                returned = self._start(returned).result()
         except pb_utils.TritonError as exc:
             # Raised for the whole batch: each request fails with its code's status.
             raise exc.to_conveyor() from exc
-        return responses
+        return returned
+
+    def _start(self, awaitable: Any) -> concurrent.futures.Future[Any]:
+        """Run ``awaitable`` on this instance's event loop (started on first use)."""
+        if self._loop is None:
+            self._loop = _InstanceLoop(f"{self.config.name}-asyncio")
+        return self._loop.submit(_awaited(awaitable, self._caller, type(self.instance)))
 
     def run_stream(self, request: RequestData, responses: Responses) -> None:
         triton_request = self._triton_request(request)
         triton_request._stream_to(responses)
-        returned = self._execute([triton_request])
+        returned = self._call_execute([triton_request])
+        if inspect.isawaitable(returned):
+            # Not waited for: the coroutine sends its responses and ends the request itself.
+            running = self._start(returned)
+            running.add_done_callback(lambda done: self._coroutine_done(done, responses))
+            return
+        self._check_decoupled_return(returned)
+
+    def _coroutine_done(self, done: concurrent.futures.Future[Any], responses: Responses) -> None:
+        try:
+            self._check_decoupled_return(done.result())
+        except BaseException as exc:  # the model's own error, or a cancelled coroutine
+            failure = exc if isinstance(exc, Exception) else ModelError(repr(exc))
+            responses.close(failure)  # a no-op once the model sent its final flag
+
+    def _check_decoupled_return(self, returned: object) -> None:
         if returned not in (None, []):
             raise ModelError(
-                f"model {self.config.name!r} is decoupled: its execute() sends responses with "
-                f"request.get_response_sender() and returns None, not {type(returned).__name__}"
+                f"Python model {self.config.name!r} is using the decoupled mode and the "
+                "execute function must return None (it sends its responses with "
+                "request.get_response_sender()); it returned a "
+                f"{type(returned).__name__}"
             )
 
     def run_requests(
         self, requests: Sequence[RequestData]
     ) -> list[dict[str, np.ndarray] | Exception]:
-        responses = self._execute([self._triton_request(request) for request in requests])
+        answers = [OneAnswer(self.config.name) for _ in requests]
+        try:
+            responses = self._execute_answering(requests, answers)
+        except Exception as exc:
+            if not any(answer.answered for answer in answers):
+                raise
+            return [answer.fail(exc) for answer in answers]
+        if responses is None:  # every request is answered through its sender
+            responses = [None] * len(requests)
         if not isinstance(responses, list | tuple) or len(responses) != len(requests):
             count = len(responses) if isinstance(responses, list | tuple) else None
             raise ModelError(
                 f"model {self.config.name!r}: execute() returned "
                 f"{type(responses).__name__ if count is None else f'{count} responses'} for "
-                f"{len(requests)} requests; expected a list of one InferenceResponse per request"
+                f"{len(requests)} requests; expected a list of one InferenceResponse per "
+                "request (or None for a request answered through its response sender)"
             )
-        return [self._outcome(response) for response in responses]
+        outcomes: list[dict[str, np.ndarray] | Exception | None] = [
+            answer.answer_or(None if response is None else self._outcome(response))
+            for answer, response in zip(answers, responses, strict=True)
+        ]
+        for index, outcome in enumerate(outcomes):
+            if outcome is None:  # still to come from the sender, maybe from another thread
+                outcomes[index] = answers[index].wait()
+        return [outcome for outcome in outcomes if outcome is not None]
+
+    def _execute_answering(self, requests: Sequence[RequestData], answers: list[OneAnswer]) -> Any:
+        """``execute`` with each request's sender writing to its answer. The requests are
+        this call's alone: once it returns, a sender the model did not keep is freed, and
+        its unanswered request fails (``OneAnswer.dropped``) instead of waiting forever."""
+        triton_requests = [self._triton_request(request) for request in requests]
+        for triton_request, answer in zip(triton_requests, answers, strict=True):
+            triton_request._stream_to(answer)
+            weakref.finalize(triton_request.get_response_sender(), answer.dropped)
+        return self._execute(triton_requests)
 
     def _outcome(self, response: object) -> dict[str, np.ndarray] | Exception:
         if not isinstance(response, pb_utils.InferenceResponse):
@@ -142,9 +246,13 @@ class TritonModel(LoadedModel):
         return {tensor.name(): tensor.as_numpy() for tensor in response.output_tensors()}
 
     def close(self) -> None:
-        finalize = getattr(self.instance, "finalize", None)
-        if callable(finalize):
-            finalize()
+        try:
+            finalize = getattr(self.instance, "finalize", None)
+            if callable(finalize):
+                finalize()
+        finally:
+            if self._loop is not None:
+                self._loop.stop()
 
 
 def _sequence_flags(request: RequestData) -> int:
@@ -157,8 +265,41 @@ def _sequence_flags(request: RequestData) -> int:
     )
 
 
-async def _awaited(awaitable: Any) -> Any:
-    return await awaitable
+async def _awaited(awaitable: Any, caller: ModelCaller | None, model_class: type) -> Any:
+    # BLS and ``import model`` from the coroutine, on the loop's thread.
+    with pb_utils.calling_through(caller), running_model(model_class):
+        try:
+            return await awaitable
+        except SystemExit as exc:
+            raise _exited(model_class.__module__, exc) from exc
+
+
+def _exited(model: str, exc: SystemExit) -> ModelError:
+    """A model that calls sys.exit fails its requests; the instance thread lives on."""
+    return ModelError(f"model {model!r}: execute raised SystemExit({exc.code!r})")
+
+
+class _InstanceLoop:
+    """An asyncio event loop on its own thread, for one instance's ``async def execute``.
+
+    It runs from the first coroutine until the instance is closed, so tasks a coroutine
+    creates (``asyncio.create_task``) keep running after it returns, as they do in
+    Triton's stub; ``asyncio.run`` per call would cancel them when the call ends.
+    """
+
+    def __init__(self, name: str) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name=name, daemon=True)
+        self._thread.start()
+
+    def submit(self, coroutine: Coroutine[Any, Any, Any]) -> concurrent.futures.Future[Any]:
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop)
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout)
+        if not self._thread.is_alive():
+            self._loop.close()
 
 
 def load_triton_model(
@@ -174,10 +315,10 @@ def load_triton_model(
     and initializes its own after its fork (:meth:`TritonProcessModel.forked`).
     """
     config = _auto_completed(config, model_class)
-    if not config.inputs or not config.outputs:
+    if not config.outputs:  # no inputs is fine: Triton's QA models that run unittests
         raise RepositoryError(
-            f"model {config.name!r}: a Triton Python model needs inputs and outputs, in its "
-            "config or added by auto_complete_config"
+            f"model {config.name!r}: a Triton Python model needs outputs, in its config or "
+            "added by auto_complete_config"
         )
     if config.instance_kind is InstanceKind.PROCESS:
         if config.decoupled:
@@ -208,7 +349,7 @@ def _initialized(
             "model_version": version_dir.name,
             "model_name": config.name,
         }
-        with pb_utils.calling_through(caller):
+        with pb_utils.calling_through(caller), running_model(model_class):
             initialize(args)
     return TritonModel(config, instance, caller, version_dir.name)
 

@@ -238,9 +238,8 @@ class _Responses:
     def send(self, outputs: dict[str, np.ndarray]) -> None:
         version, request = self._version, self._request
         if self._closed:
-            raise ModelError(
-                f"model {version.name!r} sent a response after its request's final one"
-            )
+            # Triton's words, which models compare with str(exception).
+            raise ModelError("Unable to send response. Response sender has been closed.")
         if not isinstance(outputs, dict):
             raise ModelError(
                 f"model {version.name!r} sent a {type(outputs).__name__} as a response; "

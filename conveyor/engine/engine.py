@@ -143,6 +143,8 @@ class Engine:
         )
         if self.model_control is ModelControl.EXPLICIT:
             names = list(startup_models or [])
+            if "*" in names:  # Triton's --load-model=*: every model of the repository
+                names = [n for n in names if n != "*"] + repository.model_names()
         else:
             names = repository.model_names()
         for warning in repository_warnings(repository.root):

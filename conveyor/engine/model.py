@@ -623,8 +623,14 @@ def _load_in_this_process(
     loaded: list[LoadedModel] = [first]
     try:
         config = backend.complete_config(config, first)
-        if not config.inputs or not config.outputs:
-            raise RepositoryError(f"model {config.name!r}: it has no inputs or no outputs")
+        if not config.outputs:
+            raise RepositoryError(f"model {config.name!r}: it has no outputs")
+        if not config.inputs and config.max_batch_size > 0:
+            # A request's batch size is read from its inputs.
+            raise RepositoryError(
+                f"model {config.name!r}: it has no inputs and max_batch_size "
+                f"{config.max_batch_size}; a model without inputs takes max_batch_size 0"
+            )
         count = config.instance_count()
         # A model that is not thread-safe gets one loaded copy per instance.
         if not first.thread_safe:

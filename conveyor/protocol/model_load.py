@@ -76,8 +76,8 @@ def relative_path(model: str, key: str) -> str:
         raise bad("it names no file (expected e.g. 'file:1/model.onnx')")
     if "\0" in path or "\\" in path:
         raise bad("a path holds neither NUL nor backslash characters")
-    if path.startswith("/"):
-        raise bad("the path must be relative to the model's folder, not absolute")
+    # A leading '/' names the model's folder, as in Triton (its QA loads 'file:/1/model.py').
+    path = path.removeprefix("/")
     if len(path.encode()) > _PATH_MAX:
         raise bad(f"the path is longer than {_PATH_MAX} bytes")
     for part in path.split("/"):

@@ -114,7 +114,8 @@ class Settings:
     load_model: tuple[str, ...] = dataclasses.field(
         default=(),
         metadata=_option(
-            "with --model-control explicit: a model to load at start (repeat for more)"
+            "with --model-control explicit: a model to load at start (repeat for more; "
+            "'*' loads every model of the repository, as Triton's --load-model=*)"
         ),
     )
     gpu_instances_on_cpu: bool = dataclasses.field(

@@ -219,3 +219,15 @@ def test_backend_facts_come_from_the_registry(monkeypatch):
         parse_config("m", {})
     with pytest.raises(conveyor.RepositoryError, match="unknown config key 'other'"):
         parse_config("m", {"backend": "fake", "other": {}})
+
+
+def test_explicit_model_control_loads_every_model_for_a_star(repo):
+    # Triton's --load-model=* (its QA starts explicit-mode servers so).
+    repo.onnx("tiny", onnx_models.tiny)
+    repo.onnx("tiny2", onnx_models.tiny)
+    with Engine.from_repository(
+        repo.path, model_control="explicit", startup_models=["*"]
+    ) as engine:
+        assert engine.model_names() == ["tiny", "tiny2"]
+        engine.unload_model("tiny2")  # still explicit: models load and unload on request
+        assert engine.model_names() == ["tiny"]

@@ -150,8 +150,10 @@ class TritonPythonModel:
                 raise pb_utils.TritonModelException("the whole batch fails")
             if what in RAISED:
                 raise pb_utils.TritonError(f"raised for request {what}", RAISED[what])
-            if what == 6:
-                request.get_response_sender()
+            if what == 6:  # Triton's rule for a model that is not decoupled
+                request.get_response_sender().send(
+                    flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+                )
             if what == 8:
                 error = pb_utils.TritonError("no code given")
             elif what in CODES:

@@ -150,7 +150,7 @@ ERROR_CASES = {
     27: ("400", "StatusCode.CANCELLED", "raised for request 27"),
     8: ("500", "StatusCode.INTERNAL", "no code given"),
     5: ("500", "StatusCode.INTERNAL", "the whole batch fails"),
-    6: ("500", "StatusCode.INTERNAL", "get_response_sender (decoupled models) is not supported"),
+    6: ("500", "StatusCode.INTERNAL", "cannot send complete final before sending a response"),
 }
 
 

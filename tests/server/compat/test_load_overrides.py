@@ -113,7 +113,8 @@ def test_files_form_the_folder_of_a_model_the_repository_does_not_hold(
     onnx_file = onnx_models.tiny(tmp_path / "model.onnx")
     before = written_folders()
     config = json.dumps({"backend": "onnxruntime", "max_batch_size": 4})
-    client.load_model(model, config=config, files={"file:1/model.onnx": onnx_file.read_bytes()})
+    # A leading '/' names the model's folder, as in Triton (its QA writes 'file:/1/model.py').
+    client.load_model(model, config=config, files={"file:/1/model.onnx": onnx_file.read_bytes()})
     assert client.is_model_ready(model)
     assert max_batch_size(client, protocol, model) == 4
     add_one(client, protocol, model, 3)
@@ -128,10 +129,10 @@ def test_files_form_the_folder_of_a_model_the_repository_does_not_hold(
     [
         ("file:" + "A" * 256, "longer than 255 bytes"),
         ("file:../escape/model.onnx", "'..'"),
-        ("file:/etc/model.onnx", "relative"),
+        ("file:/../model.onnx", "'..'"),
         ("file:", "names no file"),
     ],
-    ids=["long-name", "dot-dot", "absolute", "empty"],
+    ids=["long-name", "dot-dot", "rooted-dot-dot", "empty"],
 )
 def test_a_file_path_outside_the_model_folder_is_refused(
     client: Any, protocol: str, path: str, words: str
