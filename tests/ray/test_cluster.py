@@ -38,6 +38,12 @@ def head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayHead]:
         yield started
 
 
+@pytest.fixture(scope="module")
+def http_port() -> int:
+    """One for the module: Serve takes its HTTP port when it first starts on the cluster."""
+    return free_port()
+
+
 def doc_blocks() -> list[Block]:
     return read_blocks(DOC)
 
@@ -48,6 +54,17 @@ def conveyor_ray(
     return subprocess.run(
         [sys.executable, "-m", "conveyor", "ray", *args],
         capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S, env=env, cwd=cwd,
+    )  # fmt: skip
+
+
+DELETE_APP = "import ray; from ray import serve; ray.init(); serve.delete('conveyor')"
+
+
+def delete_app(head: RayHead) -> None:
+    """Leave the cluster without the application, for the next test."""
+    subprocess.run(
+        [sys.executable, "-c", DELETE_APP], env={**head.env, "RAY_AUTH_MODE": "token"},
+        check=True, capture_output=True, timeout=COMMAND_TIMEOUT_S,
     )  # fmt: skip
 
 
@@ -94,7 +111,53 @@ def test_a_refused_token_stops_the_command_at_once_saying_what_to_set(
     assert "uses token authentication and no token was found" in none.stderr
 
 
-def test_the_walkthrough_runs_as_printed(head: RayHead, tmp_path: Path) -> None:
+HOLD_CPUS = """
+import time
+import ray
+
+ray.init(log_to_driver=False)
+
+
+@ray.remote(num_cpus=1.5)
+class Hold:
+    def ready(self):
+        return True
+
+
+holder = Hold.remote()
+ray.get(holder.ready.remote(), timeout=60)  # fails, and exits, if it cannot
+print("holding", flush=True)
+time.sleep(600)
+"""
+
+
+def test_replicas_others_leave_no_room_for_end_the_wait_naming_them(
+    head: RayHead, tmp_path: Path, http_port: int
+) -> None:
+    """1.5 of the 2 CPUs held by another driver's actor: the 0.75 CPU asked fits the
+    cluster, so the deploy starts, but a replica waits for a CPU that never frees up."""
+    with subprocess.Popen(
+        [sys.executable, "-c", HOLD_CPUS], env={**head.env, "RAY_AUTH_MODE": "token"},
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    ) as holder:  # fmt: skip
+        try:
+            assert holder.stdout is not None and holder.stdout.readline() == "holding\n"
+            repository = tmp_path / "crowded"
+            RepoBuilder(repository).tiny()
+            (repository / "tiny" / "config.toml").write_text("[ray]\nmin_replicas = 2\n")
+            port = str(http_port)
+            done = conveyor_ray(["deploy", str(repository), "--http-port", port], head.env)
+        finally:
+            holder.terminate()
+            delete_app(head)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "asks for 0.25 CPU per replica and Ray cannot place a replica" in done.stderr
+    assert "the cluster has 2 CPU on 1 node, 0 CPU free now" in done.stderr
+    assert "The application stays deployed" in done.stderr
+    assert "STARTING" in done.stdout  # progress was printed while it waited
+
+
+def test_the_walkthrough_runs_as_printed(head: RayHead, tmp_path: Path, http_port: int) -> None:
     for block in doc_blocks():
         if block.marker == "file":
             assert block.argument is not None
@@ -104,7 +167,7 @@ def test_the_walkthrough_runs_as_printed(head: RayHead, tmp_path: Path) -> None:
     deploy, client, compose = (
         b for b in doc_blocks() if b.marker == "not-tested" and RUN_HERE in (b.argument or "")
     )
-    port = free_port()
+    port = http_port
 
     def run(block: Block, extra: dict[str, str] | None = None) -> str:
         code = re.sub(r"\b8000\b", str(port), block.code)
