@@ -19,6 +19,7 @@ from conveyor.errors import RepositoryError
 from conveyor.protocol.limits import DEFAULT_MAX_MESSAGE_BYTES
 from conveyor.ray.ingress import V2Ingress
 from conveyor.ray.replica import ModelReplica
+from conveyor.ray.resources import Ask
 from conveyor.repository.config import ModelConfig
 from conveyor.repository.layout import Repository
 
@@ -26,6 +27,11 @@ INGRESS = "conveyor-ingress"
 # One access-log line per request in every replica costs more than the request on a small
 # model; Ray Serve's own warnings and errors still show.
 QUIET = {"enable_access_log": False}
+# The ingress only forwards requests (awaiting the models' answers), so a quarter CPU; with
+# the models' default (``[ray] num_cpus``, also 0.25) the ingress and seven one-replica
+# models fit on a 2-CPU node. Ray's CPUs are a reservation for placing replicas, not a
+# limit on what a replica uses.
+INGRESS_CPUS = 0.25
 
 
 def deployment_name(model: str) -> str:
@@ -60,11 +66,37 @@ def deployment_options(config: ModelConfig) -> dict[str, Any]:
     return options
 
 
+def _model_options(root: Path) -> dict[str, dict[str, Any]]:
+    """Each model's deployment options, every config checked first."""
+    source = Repository(root)
+    options = {
+        name: deployment_options(source.source(name).config) for name in source.model_names()
+    }
+    if not options:
+        raise RepositoryError(f"model repository {str(root)!r} holds no models")
+    return options
+
+
+def asks(
+    repository: str | Path, *, ingress_replicas: int = 1, ingress_cpus: float = INGRESS_CPUS
+) -> list[Ask]:
+    """What each deployment of :func:`build_app` asks of the cluster when it starts."""
+    found = [
+        Ask(
+            options["name"],
+            options.get("num_replicas") or options["autoscaling_config"]["min_replicas"],
+            options["ray_actor_options"]["num_cpus"],
+        )
+        for options in _model_options(Path(repository).resolve()).values()
+    ]
+    return [Ask(INGRESS, ingress_replicas, ingress_cpus), *found]
+
+
 def build_app(
     repository: str | Path,
     *,
     ingress_replicas: int = 1,
-    ingress_cpus: float = 0.5,
+    ingress_cpus: float = INGRESS_CPUS,
     max_body_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
 ) -> serve.Application:
     """Every model of ``repository`` as a deployment, behind the V2 HTTP ingress.
@@ -73,14 +105,10 @@ def build_app(
     replica (a shared filesystem, or the same image on each node).
     """
     root = Path(repository).resolve()
-    source = Repository(root)
-    handles = {}
-    for name in source.model_names():
-        config = source.source(name).config
-        model = serve.deployment(**deployment_options(config))(ModelReplica)
-        handles[name] = model.bind(str(root), name)
-    if not handles:
-        raise RepositoryError(f"model repository {str(root)!r} holds no models")
+    handles = {
+        name: serve.deployment(**options)(ModelReplica).bind(str(root), name)
+        for name, options in _model_options(root).items()
+    }
     ingress = serve.deployment(
         name=INGRESS,
         num_replicas=ingress_replicas,

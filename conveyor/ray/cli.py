@@ -14,6 +14,8 @@ from typing import Any
 from conveyor.errors import ConveyorError
 from conveyor.ray import APP_NAME, build_app, require_ray_serve
 
+DEPLOY_TIMEOUT_S = 300.0
+
 ADDRESS_HELP = (
     'the Ray cluster: "auto" (default: RAY_ADDRESS, or the cluster `ray start` runs on this '
     'machine), ray://HOST:10001, or "local" (a one-machine cluster for as long as the command '
@@ -39,32 +41,72 @@ def add_parser(commands: Any) -> None:
     deploy.add_argument(
         "--wait", action="store_true", help="stay until interrupted, then tear the app down"
     )
+    deploy.add_argument(
+        "--timeout",
+        type=float,
+        default=DEPLOY_TIMEOUT_S,
+        help=f"seconds to wait for every replica to run (default {DEPLOY_TIMEOUT_S:g})",
+    )
+    deploy.add_argument(
+        "--wait-for-nodes",
+        action="store_true",
+        help="the cluster's autoscaler adds nodes: deploy even when the replicas do not fit "
+        "the nodes there now, and wait for them (up to --timeout)",
+    )
     deploy.set_defaults(handler=_deploy, default_log_level="warning")
     status = sub.add_parser("status", help="the deployed models' replicas and states")
     status.add_argument("--address", default="auto", help=ADDRESS_HELP)
     status.set_defaults(handler=_status, default_log_level="warning")
 
 
-def _connect(address: str) -> None:
-    import ray
-
-    ray.init(address=address, include_dashboard=False, log_to_driver=False)
-
-
 def _deploy(args: argparse.Namespace) -> int:
     try:
         require_ray_serve()
+        from conveyor.ray.app import asks
+
         application = build_app(args.repository)
+        wanted = asks(args.repository)
     except ConveyorError as exc:
         print(f"conveyor ray deploy: {exc.message}", file=sys.stderr)
         return 2
     from ray import serve
 
-    _connect(args.address)
+    from conveyor.ray.resources import shortfall
+    from conveyor.ray.rollout import cluster_cpus, wait_running
+
+    if not _connect("deploy", args.address):
+        return 2
+    cluster = cluster_cpus()
+    _say(f"conveyor ray deploy: cluster {cluster.describe()}; replicas to start:")
+    for ask in wanted:
+        _say(f"  {ask.describe()}")
+    problem = shortfall(wanted, cluster)
+    if problem is not None and not args.wait_for_nodes:
+        print(
+            f"conveyor ray deploy: the cluster cannot hold these replicas: {problem}. Lower "
+            "[ray] num_cpus in the models' config, or add nodes (--wait-for-nodes when the "
+            "cluster's autoscaler adds them). Nothing was deployed.",
+            file=sys.stderr,
+        )
+        return 1
     # HTTP options take effect when Serve first starts on the cluster; later deploys reuse it.
     serve.start(http_options={"host": args.http_host, "port": args.http_port})
-    serve.run(application, name=APP_NAME, route_prefix="/")
-    print(
+    # Not waiting here: wait_running waits with a bound and says what it is waiting for.
+    serve.run_many(
+        [serve.RunTarget(application, name=APP_NAME, route_prefix="/")],
+        wait_for_ingress_deployment_creation=False,
+        wait_for_applications_running=False,
+    )
+    failure = wait_running(APP_NAME, wanted, args.timeout, _say, wait_for_nodes=args.wait_for_nodes)
+    if failure is not None:
+        print(
+            f"conveyor ray deploy: {failure}. The application stays deployed (Ray Serve "
+            "keeps trying); `conveyor ray status` shows it.",
+            file=sys.stderr,
+        )
+        return 1
+    _wait_for_proxies()
+    _say(
         f"conveyor ray deploy: serving {args.repository} at http://{args.http_host}:"
         f"{args.http_port} (Ray Serve application {APP_NAME!r})"
     )
@@ -77,6 +119,35 @@ def _deploy(args: argparse.Namespace) -> int:
     return 0
 
 
+def _connect(command: str, address: str) -> bool:
+    """Connect to the cluster; False (after saying why) when it refuses this process."""
+    from conveyor.ray.connect import ClusterRefused, connect
+
+    try:
+        connect(address)
+    except ClusterRefused as exc:
+        print(f"conveyor ray {command}: {exc.message}", file=sys.stderr)
+        return False
+    return True
+
+
+def _wait_for_proxies() -> None:
+    """Until Serve's HTTP proxies route to the application (what ``serve.run`` waits for
+    after the application runs), so a request sent right after the command is answered."""
+    try:
+        from ray.serve.context import _get_global_client
+
+        client = _get_global_client()
+        if client is not None:
+            client.wait_for_proxies_serving(wait_for_applications_running=True)
+    except Exception:  # an internal API: at worst the first request comes a little early
+        pass
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)  # progress, seen as it happens even through a pipe
+
+
 def _status(args: argparse.Namespace) -> int:
     """Print each deployment's state and replicas; exit 1 unless the app is RUNNING."""
     try:
@@ -86,22 +157,18 @@ def _status(args: argparse.Namespace) -> int:
         return 2
     from ray import serve
 
-    _connect(args.address)
+    from conveyor.ray.rollout import replicas_text, word
+
+    if not _connect("status", args.address):
+        return 2
     app = serve.status().applications.get(APP_NAME)
     if app is None:
         print(f"conveyor ray status: no application {APP_NAME!r} on this cluster", file=sys.stderr)
         return 1
-    print(f"{APP_NAME}: {_word(app.status)}{' - ' + app.message if app.message else ''}")
+    print(f"{APP_NAME}: {word(app.status)}{' - ' + app.message if app.message else ''}")
     for name, deployment in sorted(app.deployments.items()):
-        replicas = ", ".join(
-            f"{state} {n}" for state, n in sorted(deployment.replica_states.items())
-        )
-        print(f"  {name:<24} {deployment.status:<10} {replicas or 'no replicas'}")
+        replicas = replicas_text(deployment.replica_states)
+        print(f"  {name:<24} {word(deployment.status):<10} {replicas}")
         if deployment.message:
             print(f"    {deployment.message}")
-    return 0 if _word(app.status) == "RUNNING" else 1
-
-
-def _word(state: Any) -> str:
-    """A Ray Serve status enum as its value ("RUNNING"), not its repr."""
-    return str(getattr(state, "value", state))
+    return 0 if word(app.status) == "RUNNING" else 1

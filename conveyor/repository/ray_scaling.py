@@ -39,7 +39,9 @@ class RayScaling:
     look_back_period_s: float = 30.0
     upscale_delay_s: float = 30.0
     downscale_delay_s: float = 600.0
-    num_cpus: float = 1.0  # CPUs Ray reserves for each replica
+    # CPUs Ray reserves for each replica: a quarter, so a small repository deploys on a
+    # 2-CPU machine (see conveyor/ray/app.py); set it to what the instances use.
+    num_cpus: float = 0.25
 
     @property
     def autoscales(self) -> bool:

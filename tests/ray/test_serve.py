@@ -1,8 +1,10 @@
 """The repository on a real local Ray cluster, driven over HTTP with tritonclient.
 
-One cluster (2 CPUs, no dashboard) and one deployed application for the whole module:
-starting Ray and its replicas is what takes the time. Replicas ask for a quarter CPU
-each, so every deployment, a scaled-up replica and a replacement fit on 2 CPUs.
+One cluster (``ray start --head``, 2 CPUs, token authentication on) and one application
+deployed by ``conveyor ray deploy`` for the whole module: starting Ray and its replicas is
+what takes the time. Replicas ask for a quarter CPU each (the default), so every
+deployment, a scaled-up replica and a replacement fit on 2 CPUs. This process connects
+too, as a driver, to read Serve's status and to reach a replica through its handle.
 """
 
 from __future__ import annotations
@@ -22,16 +24,17 @@ ray = pytest.importorskip("ray")
 serve = pytest.importorskip("ray.serve")
 http = pytest.importorskip("tritonclient.http")
 
-from conveyor.ray import APP_NAME, build_app  # noqa: E402
+from ray._raylet import Config  # noqa: E402
+
+from conveyor.ray import APP_NAME  # noqa: E402
 from conveyor.testing import free_port  # noqa: E402
 from tests.models import RepoBuilder  # noqa: E402
 from tests.polling import wait_until  # noqa: E402
-from tests.ray.local_cluster import start_local_ray  # noqa: E402
+from tests.ray.local_cluster import RayHead, ray_head  # noqa: E402
 from tests.sequences.models import NATIVE_CONFIG, NATIVE_MODEL  # noqa: E402
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.timeout(240)]
 
-ROOT = Path(__file__).resolve().parents[2]
 
 # Sleeps INPUT0 seconds, then answers with the pid of the replica that ran it.
 WHOAMI_MODEL = """
@@ -58,7 +61,6 @@ datatype = "INT64"
 shape = [1]
 
 [ray]
-num_cpus = 0.25
 {scaling}
 """
 # Grows from 1 to 2 replicas as soon as a replica holds more than one request (Ray Serve
@@ -79,37 +81,46 @@ def repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def cluster(repository: Path) -> Iterator[str]:
-    """The application's HTTP address (host:port) on a module-wide local Ray cluster."""
+def head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayHead]:
+    # Read by the Serve controller and routers Ray starts: report ongoing requests every
+    # half second, not every 10 s, so the autoscaler sees the load in time.
+    fast_metrics = {
+        "RAY_SERVE_HANDLE_AUTOSCALING_METRIC_PUSH_INTERVAL_S": "0.5",
+        "RAY_SERVE_REPLICA_AUTOSCALING_METRIC_PUSH_INTERVAL_S": "0.5",
+    }
+    with ray_head(tmp_path_factory.mktemp("head"), extra_env=fast_metrics) as started:
+        yield started
+
+
+@pytest.fixture(scope="module")
+def cluster(repository: Path, head: RayHead) -> Iterator[str]:
+    """The application's HTTP address (host:port), deployed by ``conveyor ray deploy``."""
     models = RepoBuilder(repository)
     models.tiny()
-    (repository / "tiny" / "config.toml").write_text("[ray]\nnum_cpus = 0.25\n")
     models.python("growing", WHOAMI_MODEL, WHOAMI_CONFIG.format(scaling=AUTOSCALED))
     models.python("steady", WHOAMI_MODEL, WHOAMI_CONFIG.format(scaling=TWO_REPLICAS))
     accumulate = NATIVE_CONFIG.format(instances=1, idle_us=5_000_000, queued=8)
-    models.python("accumulate", NATIVE_MODEL, accumulate + "\n[ray]\nnum_cpus = 0.25\n")
+    models.python("accumulate", NATIVE_MODEL, accumulate)
     port = free_port()
+    done = subprocess.run(
+        [sys.executable, "-m", "conveyor", "ray", "deploy", str(repository),
+         "--http-port", str(port)],
+        capture_output=True, text=True, timeout=180, env=head.env,
+    )  # fmt: skip
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
     with pytest.MonkeyPatch.context() as env:
-        # Read by the Serve controller and routers Ray starts: report ongoing requests
-        # every half second, not every 10 s, so the autoscaler sees the load in time.
-        env.setenv("RAY_SERVE_HANDLE_AUTOSCALING_METRIC_PUSH_INTERVAL_S", "0.5")
-        env.setenv("RAY_SERVE_REPLICA_AUTOSCALING_METRIC_PUSH_INTERVAL_S", "0.5")
-        # Workers import conveyor (and the models' files) from this checkout.
-        env.setenv(
-            "PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-        )
-        # Ray waits 30 s for its GCS to bind a port; a busy 2-core machine can take longer.
-        env.setenv("RAY_gcs_server_port_wait_time_s", "120")
-        start_local_ray(
-            num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False
-        )
-    try:
-        serve.start(http_options={"host": "127.0.0.1", "port": port})
-        serve.run(build_app(repository, ingress_cpus=0.25), name=APP_NAME, route_prefix="/")
-        yield f"127.0.0.1:{port}"
-    finally:
-        serve.shutdown()
-        ray.shutdown()
+        # This process as a driver: the cluster's token, and its loopback node address
+        # (Ray would otherwise take the machine's address as this node's).
+        env.setenv("RAY_AUTH_TOKEN", head.token)
+        env.setenv("RAY_AUTH_MODE", "token")
+        env.setattr(ray._private.ray_constants, "ENABLE_RAY_CLUSTER", False)
+        Config.initialize("")  # Ray reads the auth mode once; read it again
+        ray.init(address=head.address, log_to_driver=False, configure_logging=False)
+        try:
+            yield f"127.0.0.1:{port}"
+        finally:
+            ray.shutdown()
+    Config.initialize("")  # token mode off again for the rest of this process
 
 
 def whoami(client: http.InferenceServerClient, model: str, seconds: float = 0.0) -> int:
@@ -239,14 +250,13 @@ def test_requests_after_a_replica_is_killed_go_to_the_others(cluster: str) -> No
     wait_until(lambda: replicas("model-steady") == 2, timeout=90, what="a replacement replica")
 
 
-def test_status_command_lists_the_deployments(cluster: str) -> None:
-    gcs = ray.get_runtime_context().gcs_address
+def test_status_command_lists_the_deployments(cluster: str, head: RayHead) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "conveyor", "ray", "status", "--address", gcs],
+        [sys.executable, "-m", "conveyor", "ray", "status", "--address", head.address],
         capture_output=True,
         text=True,
         timeout=120,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env=head.env,
     )
     assert done.returncode == 0, done.stderr
     assert f"{APP_NAME}: RUNNING" in done.stdout
@@ -254,16 +264,16 @@ def test_status_command_lists_the_deployments(cluster: str) -> None:
         assert deployment in done.stdout
 
 
-def test_deploy_command_deploys_the_repository(cluster: str, repository: Path) -> None:
-    """``conveyor ray deploy`` from another process, onto the running cluster: the same
-    repository again, so Ray Serve keeps (or rolls) the replicas and the app serves on."""
-    gcs = ray.get_runtime_context().gcs_address
+def test_deploying_again_keeps_the_application_serving(
+    cluster: str, repository: Path, head: RayHead
+) -> None:
+    """The same repository again, with ``--address``: Ray Serve keeps (or rolls) the
+    replicas and the app serves on."""
     port = cluster.rpartition(":")[2]
     done = subprocess.run(
         [sys.executable, "-m", "conveyor", "ray", "deploy", str(repository),
-         "--address", gcs, "--http-port", port],
-        capture_output=True, text=True, timeout=180,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+         "--address", head.address, "--http-port", port],
+        capture_output=True, text=True, timeout=180, env=head.env,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert f"at http://127.0.0.1:{port}" in done.stdout
