@@ -356,7 +356,10 @@ class _Run:
         try:
             while pending:
                 run, index = pending.popleft()
-                run._launch(index)
+                try:
+                    run._launch(index)
+                except Exception as exc:  # not a step's refusal (_launch answers those)
+                    run._fail(index, exc)  # that request fails; the others queued still go
         finally:
             _launching.queue = None
 
