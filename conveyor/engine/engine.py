@@ -133,7 +133,6 @@ class Engine:
         # since: one of them that is UNAVAILABLE failed to load.
         self._wanted: set[str] = set()
         self._closing = False
-        self._loading_ensembles: set[str] = set()  # to refuse an ensemble that contains itself
         # Models served from files a load request carried: name -> the folder written for them.
         self._written: dict[str, Path] = {}
         # Poll mode: the fingerprints are taken before the models load, so a change made
@@ -153,7 +152,7 @@ class Engine:
             if name in self._states:
                 continue  # loaded already, as a step of an ensemble loaded before it
             try:
-                self._load(name)
+                self._load(name, starting=True)
             except ModelNotFound as exc:
                 log.error("model %r not loaded: %s", name, exc.message)
 
@@ -379,6 +378,12 @@ class Engine:
             ready=not self._closing and running.ready,
         )
 
+    def nesting(self, name: str, version: int | str | None = None) -> int:
+        """How deep ensembles nest in the served model ``name``: 0 for a model, 1 for an
+        ensemble of models, 2 for one with an ensemble among its steps, …"""
+        running = self._version(name, version)
+        return running.nesting if isinstance(running, EnsembleVersion) else 0
+
     def model_names(self) -> list[str]:
         return sorted(self._latest)
 
@@ -503,8 +508,17 @@ class Engine:
                 "to load and unload models"
             )
 
-    def _load(self, name: str, override: SourceOverride | None = None) -> str | None:
-        """Load ``name``'s versions; None, or why no version loaded.
+    def _load(
+        self,
+        name: str,
+        override: SourceOverride | None = None,
+        *,
+        nested: bool = False,
+        starting: bool = False,
+    ) -> str | None:
+        """Load ``name``'s versions; None, or why no version loaded. ``nested``: loaded as
+        a step of an ensemble, whose load already loaded every model it nests; ``starting``:
+        by the first load of the repository, which tries each model once.
 
         A model that is serving keeps serving while the new versions load next to it; they
         replace it in one step, then the old ones finish the requests they hold and are
@@ -529,8 +543,8 @@ class Engine:
                 self._states[name] = _Status(ModelState.LOADING)
         for warning in (*source.warnings, *model_warnings(name, source.path, source.config)):
             log.warning("%s", warning)
-        if source.config.backend == ENSEMBLE:
-            self._load_step_models(source)
+        if source.config.backend == ENSEMBLE and not nested:
+            self._load_step_models(source, starting)
         loaded: dict[int, ServedVersion] = {}
         reason = ""
         for version in source.versions:
@@ -578,20 +592,49 @@ class Engine:
                 f"reload failed, still serving version {','.join(map(str, versions))}: {reason}",
             )
 
-    def _load_step_models(self, source: ModelSource) -> None:
+    def _load_step_models(self, source: ModelSource, starting: bool) -> None:
         """An ensemble's step models load before it (those not running already), so the
         order in which a repository lists its models never matters. One that fails to load
         fails the ensemble, whose load error then names the step."""
-        self._loading_ensembles.add(source.name)
-        try:
-            for model in dict.fromkeys(step.model for step in source.config.ensemble_steps):
-                if model in self._latest or model in self._loading_ensembles:
-                    continue  # running; or an ensemble that contains itself, refused below
-                # Not in the repository: the ensemble's own check names the step and model.
-                with contextlib.suppress(ModelNotFound):
-                    self._load(model)
-        finally:
-            self._loading_ensembles.discard(source.name)
+        for model in self._nested_step_models(source, starting):
+            # Not in the repository: the ensemble's own check names the step and model.
+            with contextlib.suppress(ModelNotFound):
+                self._load(model, nested=True)
+
+    def _nested_step_models(self, source: ModelSource, starting: bool) -> list[str]:
+        """The models ``source`` runs that are not running yet, and those that ensembles
+        among them run, each after every model it runs (depth first, without recursion:
+        however deep ensembles nest, loading them never deepens the stack; each ensemble
+        then refuses a nesting past MAX_NESTING itself). An ensemble that contains itself
+        is left out here and refused by its own check. ``starting``: models the first load
+        of the repository tried already (loaded or not) are left out too; later loads try
+        again a step model that failed, as it may have been fixed since."""
+        order: list[str] = []
+        seen = {source.name}
+        steps = [iter(source.config.ensemble_steps)]
+        ensembles: list[str] = []  # the ensemble whose steps each deeper iterator walks
+        while steps:
+            step = next(steps[-1], None)
+            if step is None:
+                steps.pop()
+                if ensembles:
+                    order.append(ensembles.pop())
+                continue
+            model = step.model
+            if model in seen or model in self._latest or (starting and model in self._states):
+                continue
+            seen.add(model)
+            try:
+                inner = self.repository.source(model)
+            except ConveyorError:
+                order.append(model)  # its own load says why (or that it does not exist)
+                continue
+            if inner.config.backend == ENSEMBLE:
+                steps.append(iter(inner.config.ensemble_steps))
+                ensembles.append(model)
+            else:
+                order.append(model)
+        return order
 
     def _stop(self, name: str, why: str) -> None:
         with self._lock:

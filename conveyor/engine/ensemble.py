@@ -11,10 +11,11 @@ checks its inputs, keeps its own statistics and names the step that failed.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import CancelledError, Future, InvalidStateError
 from typing import Any, Protocol
 
@@ -35,7 +36,10 @@ from conveyor.futures import InferFuture, Outputs, RequestTimeline, StepTimeline
 from conveyor.protocol import triton_words as triton
 from conveyor.protocol.datatypes import BYTES, numpy_dtype
 from conveyor.repository.config import ModelConfig, TensorSpec
-from conveyor.repository.ensemble import ENSEMBLE, check_graph
+from conveyor.repository.ensemble import ENSEMBLE, MAX_NESTING, check_graph, too_deep
+
+# The steps this thread is about to launch, across every ensemble request (see _launch_all).
+_launching = threading.local()
 
 
 class StepModels(Protocol):
@@ -55,6 +59,8 @@ class StepModels(Protocol):
     ) -> InferFuture: ...
 
     def model(self, name: str, version: int | str | None = None) -> Any: ...
+
+    def nesting(self, name: str, version: int | str | None = None) -> int: ...
 
 
 class _Gate:
@@ -106,6 +112,7 @@ class EnsembleVersion:
         self._required = frozenset(s.name for s in config.inputs if not s.optional)
         self._all_outputs = tuple(spec.name for spec in config.outputs)
         self._check_step_models()
+        self.nesting = self._nesting()
         self.config = self._with_step_labels(config)
         # Which steps read each tensor, and how many tensors each step waits for.
         self._step_tensors = {t for step in self.steps for t in step.output_map.values()}
@@ -127,7 +134,8 @@ class EnsembleVersion:
             try:
                 config: ModelConfig = self._models.model(step.model, step.version).config
             except ConveyorError as exc:
-                raise RepositoryError(f"{where} cannot run: {exc.message}") from None
+                reason = _shortened(exc.message)
+                raise RepositoryError(f"{where} cannot run: {reason}") from None
             for kind, mapping, specs in (
                 ("input", step.input_map, config.inputs),
                 ("output", step.output_map, config.outputs),
@@ -168,6 +176,19 @@ class EnsembleVersion:
                     f"model {self.name!r}: ensemble output {spec.name!r} is {spec.datatype}, "
                     f"but {source} makes it {datatype}"
                 )
+
+    def _nesting(self) -> int:
+        """How deep ensembles nest in this one (1: no step is an ensemble).
+
+        A finished step completes the ensemble that ran it from inside its own done
+        callback, so each level adds a few frames to the stack of the thread that finished
+        the innermost step: the depth is bounded (MAX_NESTING) so no nesting can overflow it.
+        """
+        inner = [self._models.nesting(step.model, step.version) for step in self.steps]
+        nesting = 1 + max(inner, default=0)
+        if nesting > MAX_NESTING:
+            raise too_deep(self.name, nesting)
+        return nesting
 
     def _with_step_labels(self, config: ModelConfig) -> ModelConfig:
         """An output with no labels of its own takes those of the step model output that
@@ -314,9 +335,33 @@ class _Run:
         future.add_done_callback(self._on_answered)
 
     def start(self) -> None:
-        ready = [i for i in self.ensemble._order if self.waiting[i] == 0]
-        for index in ready:
-            self._launch(index)
+        self._launch_all(i for i in self.ensemble._order if self.waiting[i] == 0)
+
+    def _launch_all(self, indexes: Iterable[int]) -> None:
+        """Launch these steps, without nesting calls.
+
+        A step that finishes before its done callback is added (a fast model, or one that
+        fails at once) runs that callback here, inside ``_launch``; launching the steps it
+        unblocks from there would nest a few frames per step, and a long chain of such steps
+        (or a step that is itself an ensemble, whose submit starts its own steps) would
+        overflow the stack. So while this thread is launching, steps found ready, by this
+        request or any other, are queued and launched by the outermost loop.
+        """
+        pending: collections.deque[tuple[_Run, int]] | None = getattr(_launching, "queue", None)
+        if pending is not None:
+            pending.extend((self, index) for index in indexes)
+            return
+        pending = collections.deque((self, index) for index in indexes)
+        _launching.queue = pending
+        try:
+            while pending:
+                run, index = pending.popleft()
+                try:
+                    run._launch(index)
+                except Exception as exc:  # not a step's refusal (_launch answers those)
+                    run._fail(index, exc)  # that request fails; the others queued still go
+        finally:
+            _launching.queue = None
 
     def _launch(self, index: int) -> None:
         step = self.ensemble.steps[index]
@@ -388,8 +433,7 @@ class _Run:
         if complete:
             self._succeed()
             return
-        for reader in ready:
-            self._launch(reader)
+        self._launch_all(ready)
 
     def _succeed(self) -> None:
         result = {name: self.tensors[name] for name in self.wanted}
@@ -443,6 +487,19 @@ class _Run:
         for other in others:
             other.cancel()
         self.ensemble.queue.leave()
+
+
+# A step's load error, quoted in its ensemble's: an ensemble of ensembles that all failed
+# would otherwise quote every level's error in the next one's, growing with the square of
+# the depth. The start names the step's own problem; the end is the deepest cause.
+_QUOTED_HEAD = 300
+_QUOTED_TAIL = 600
+
+
+def _shortened(message: str) -> str:
+    if len(message) <= _QUOTED_HEAD + _QUOTED_TAIL:
+        return message
+    return f"{message[:_QUOTED_HEAD]} … {message[-_QUOTED_TAIL:]}"
 
 
 def _checked_datatype(model: str, spec: TensorSpec, array: np.ndarray) -> np.ndarray:

@@ -44,8 +44,11 @@ def output_names(
     model: str, asked: Sequence[str] | None, outputs: tuple[str, ...]
 ) -> tuple[str, ...]:
     """The outputs a request asks of model ``model`` (all of ``outputs`` when it names none),
-    each once, in the order asked. Raises InvalidInput naming an output the model lacks."""
-    if asked is None:
+    each once, in the order asked. Raises InvalidInput naming an output the model lacks.
+
+    An empty list names none, as in Triton (HTTP ``"outputs": []``; gRPC cannot tell an
+    empty list from none): every output, not a request that runs the model for nothing."""
+    if not asked:
         return outputs
     for name in asked:
         if name not in outputs:

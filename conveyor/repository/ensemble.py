@@ -17,6 +17,11 @@ from typing import Any
 from conveyor.errors import RepositoryError
 
 ENSEMBLE = "ensemble"  # the backend (and V2 platform) name of an ensemble
+# How deep ensembles may nest (an ensemble whose step is an ensemble is 2 deep). Each level
+# adds a few frames to the stack of the load that loads its steps, and of the thread whose
+# finished step completes every enclosing ensemble in turn: 32 levels stay a few hundred
+# frames under Python's recursion limit of 1,000, while real pipelines nest two or three.
+MAX_NESTING = 32
 _STEP_KEYS = {"model", "version", "input_map", "output_map"}
 
 
@@ -74,6 +79,14 @@ def parse_steps(name: str, raw: Any) -> tuple[EnsembleStep, ...]:
     return tuple(steps)
 
 
+def too_deep(name: str, nesting: int) -> RepositoryError:
+    """The refusal of an ensemble nested past MAX_NESTING."""
+    return RepositoryError(
+        f"model {name!r}: ensembles nest {nesting} deep here (an ensemble whose step is an "
+        f"ensemble is 2 deep); the most this server loads is {MAX_NESTING}"
+    )
+
+
 def check_graph(
     name: str, inputs: Iterable[str], outputs: Iterable[str], steps: tuple[EnsembleStep, ...]
 ) -> tuple[int, ...]:
@@ -116,18 +129,28 @@ def check_graph(
 def _topological_order(
     steps: tuple[EnsembleStep, ...], writer: dict[str, int], fail: Any
 ) -> tuple[int, ...]:
-    after: dict[int, set[int]] = {
-        index: {writer[t] for t in step.input_map.values() if t in writer}
-        for index, step in enumerate(steps)
-    }
+    """Round by round: the steps that wait on nothing, then those that waited only on them,
+    …, each round in step order. Linear in steps and edges (a config a client sends with
+    a load request may hold many steps)."""
+    waits_on = [{writer[t] for t in step.input_map.values() if t in writer} for step in steps]
+    unblocks: list[list[int]] = [[] for _ in steps]
+    for index, before in enumerate(waits_on):
+        for earlier in before:
+            unblocks[earlier].append(index)
+    waiting = [len(before) for before in waits_on]
+    ready = [index for index, count in enumerate(waiting) if count == 0]
     order: list[int] = []
-    done: set[int] = set()
-    while len(order) < len(steps):
-        ready = [i for i in range(len(steps)) if i not in done and after[i] <= done]
-        if not ready:
-            stuck = [i for i in range(len(steps)) if i not in done]
-            labels = ", ".join(steps[i].label(i) for i in stuck)
-            raise fail(f"steps form a cycle (each waits on another's output): {labels}")
+    while ready:
         order += ready
-        done.update(ready)
+        after: list[int] = []
+        for index in ready:
+            for later in unblocks[index]:
+                waiting[later] -= 1
+                if waiting[later] == 0:
+                    after.append(later)
+        ready = sorted(after)
+    if len(order) < len(steps):
+        done = set(order)
+        labels = ", ".join(steps[i].label(i) for i in range(len(steps)) if i not in done)
+        raise fail(f"steps form a cycle (each waits on another's output): {labels}")
     return tuple(order)

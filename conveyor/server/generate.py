@@ -20,6 +20,7 @@ import numpy as np
 from conveyor.errors import InvalidInput
 from conveyor.futures import Outputs
 from conveyor.protocol.datatypes import BYTES, numpy_dtype
+from conveyor.protocol.json_codec import decode_data
 from conveyor.protocol.parameters import RequestOptions, engine_priority, timeout_seconds
 from conveyor.repository.config import ModelConfig
 from conveyor.streams import ResponseStream
@@ -46,22 +47,36 @@ def generate_inputs(
         if any(isinstance(v, list | dict) or v is None for v in values):
             raise InvalidInput(
                 f"generate request field {name!r} must be a string, number, bool or a flat "
-                f"list of them, got {value!r}"
+                f"list of them, got {_quoted(value)}"
             )
         if spec.datatype == BYTES:
             if not all(isinstance(v, str) for v in values):
                 raise InvalidInput(f"generate request field {name!r} is BYTES: expected text")
             array = np.array([v.encode("utf-8") for v in values], dtype=object)
+        elif not any(isinstance(v, str) for v in values):
+            # JSON numbers and bools: checked as V2 infer's JSON data is (an integer out of
+            # the datatype's range, a fraction for an integer type: 400, never wrapped).
+            where = f"generate request field {name!r}"
+            array = decode_data(values, spec.datatype, (len(values),), where)
         else:
             try:
                 array = np.array(values, dtype=numpy_dtype(spec.datatype))
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):
                 raise InvalidInput(
                     f"generate request field {name!r} must hold {spec.datatype} values, "
-                    f"got {value!r}"
+                    f"got {_quoted(value)}"
                 ) from None
         inputs[name] = array[np.newaxis] if config.batching else array
     return inputs, _options(request.get(PARAMETERS, {}))
+
+
+def _quoted(value: object) -> str:
+    """A client's value for an error message, cut short (it may be megabytes)."""
+    try:
+        text = repr(value)
+    except ValueError:  # an integer of more than 4,300 digits
+        return "a number too long to quote"
+    return text if len(text) <= 80 else f"{text[:80]}…"
 
 
 def _options(parameters: object) -> RequestOptions:

@@ -36,7 +36,7 @@ from conveyor.server.malloc_tuning import tune_malloc
 from conveyor.server.metrics import LatencyHistograms
 from conveyor.server.metrics_port import metrics_front_end
 from conveyor.server.settings import Settings
-from conveyor.server.shared_memory import SharedMemoryRegistry
+from conveyor.server.shared_memory import Owners, SharedMemoryRegistry
 from conveyor.server.tls import server_context
 from conveyor.server.tracing.tracer import Tracer
 
@@ -66,7 +66,11 @@ class Server:
             version=__version__,
             strict_readiness=settings.strict_readiness,
             histograms=self.histograms,
-            shared_memory=SharedMemoryRegistry() if shared_memory_off is None else None,
+            shared_memory=(
+                SharedMemoryRegistry(owners=Owners.of(*settings.shared_memory_owners()))
+                if shared_memory_off is None
+                else None
+            ),
             shared_memory_off=shared_memory_off or "",
             log_control=self.log_control,
             tracer=_tracer(settings),

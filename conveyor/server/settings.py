@@ -206,6 +206,23 @@ class Settings:
             "system turns it on, off turns it off"
         ),
     )
+    shared_memory_user: tuple[str, ...] = dataclasses.field(
+        default=(),
+        metadata=_option(
+            "a user (name or uid) whose /dev/shm objects clients may register as regions, "
+            "besides the server's own user (repeat for more); objects of any other owner "
+            "are refused, so a client cannot map another user's private object",
+            metavar="USER",
+        ),
+    )
+    shared_memory_group: tuple[str, ...] = dataclasses.field(
+        default=(),
+        metadata=_option(
+            "a group (name or gid) whose /dev/shm objects clients may register as regions "
+            "(repeat for more)",
+            metavar="GROUP",
+        ),
+    )
     trace_config: tuple[str, ...] = dataclasses.field(
         default=(),
         metadata=_option(
@@ -304,6 +321,7 @@ class Settings:
             if path is not None and not os.path.isfile(path):
                 raise ValueError(f"--{name.replace('_', '-')} {path!r} is not a file")
         self.tracing()  # a bad --trace-config is refused here, naming the entry
+        self.shared_memory_owners()  # an unknown user or group is refused here
 
     def _as_member(self, name: str, kind: type[enum.Enum]) -> None:
         """Field ``name`` as a member of ``kind``; ValueError naming the choices if it is none."""
@@ -333,6 +351,12 @@ class Settings:
             f"it listens on {self.host}, not only on loopback, so its clients may be on "
             "other machines; start it with --shared-memory system to turn it on"
         )
+
+    def shared_memory_owners(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """(uids, gids) of --shared-memory-user/-group (ValueError for an unknown name)."""
+        uids = tuple(_account_id(name, "user") for name in self.shared_memory_user)
+        gids = tuple(_account_id(name, "group") for name in self.shared_memory_group)
+        return uids, gids
 
     def log_settings(self) -> LogSettings:
         """The logging extension's settings this server starts with."""
@@ -368,6 +392,20 @@ class Settings:
         if self.auth_token is None and token:
             return dataclasses.replace(self, auth_token=token)
         return self
+
+
+def _account_id(name: str, kind: str) -> int:
+    """A user's uid or a group's gid from its name or number (ValueError if unknown)."""
+    if name.isdigit():
+        return int(name)
+    import grp  # POSIX only, as /dev/shm is: imported where used
+    import pwd
+
+    try:
+        return pwd.getpwnam(name).pw_uid if kind == "user" else grp.getgrnam(name).gr_gid
+    except KeyError:
+        option = f"--shared-memory-{kind}"
+        raise ValueError(f"{option} {name!r}: no such {kind} on this machine") from None
 
 
 def _valid_token(token: str) -> bool:

@@ -10,6 +10,11 @@ Why it is careful:
 - The key is a plain name under ``/dev/shm``, opened ``O_NOFOLLOW`` and checked to be a
   regular file: a client cannot make the server map a symlink, a directory or a FIFO, or
   any file elsewhere. Nothing is ever created there.
+- The object must belong to the server's own user, or to a user or group the operator
+  named (:class:`Owners`): the server often runs as root, and without this check any
+  local client could register another user's private (``0600``) object and read it back
+  through an output, or write into it. Ownership is checked on the opened descriptor, so
+  the file cannot be swapped between the check and the mapping.
 - The client still owns the object and may shrink it after registering. Touching a page
   of a mapping past the end of its file kills the process with SIGBUS, so every use
   ``fstat``-s the descriptor first and refuses a range the object no longer holds. (A
@@ -27,6 +32,7 @@ import mmap
 import os
 import stat
 import threading
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -47,10 +53,65 @@ MIN_SWEEP_DELAY_S = 0.01
 MAX_SWEEP_DELAY_S = 1.0
 
 
+@dataclasses.dataclass(frozen=True)
+class Owners:
+    """Whose shared-memory objects may be registered: the server's own user always, plus
+    the users and groups (numeric ids) the operator named."""
+
+    uids: frozenset[int] = frozenset()
+    gids: frozenset[int] = frozenset()
+
+    @classmethod
+    def of(cls, uids: Iterable[int] = (), gids: Iterable[int] = ()) -> Owners:
+        return cls(frozenset(uids) | {os.geteuid()}, frozenset(gids))
+
+    def admits(self, info: os.stat_result) -> bool:
+        return info.st_uid in self.uids or info.st_gid in self.gids
+
+    def refusal(self, key: str, info: os.stat_result) -> str:
+        """Why an object owned by someone else is refused: its owner, and who may own it."""
+        allowed = [f"user {_user_name(uid)}" for uid in sorted(self.uids)]
+        allowed += [f"group {_group_name(gid)}" for gid in sorted(self.gids)]
+        return triton.first(
+            triton.region_cannot_open(key),
+            f"shared memory key {key!r} belongs to user {_user_name(info.st_uid)} and group "
+            f"{_group_name(info.st_gid)}; this server registers only objects owned by "
+            f"{' or '.join(allowed)} (the operator may admit another owner with "
+            "--shared-memory-user or --shared-memory-group)",
+        )
+
+
+def _user_name(uid: int) -> str:
+    """'name (uid N)', or 'uid N' for a user with no passwd entry."""
+    import pwd  # POSIX only: imported where used, as is all of /dev/shm
+
+    try:
+        return f"{pwd.getpwuid(uid).pw_name!r} (uid {uid})"
+    except KeyError:
+        return f"uid {uid}"
+
+
+def _group_name(gid: int) -> str:
+    import grp
+
+    try:
+        return f"{grp.getgrgid(gid).gr_name!r} (gid {gid})"
+    except KeyError:
+        return f"gid {gid}"
+
+
 class Region:
     """One registered region: an open descriptor and a mapping of its first bytes."""
 
-    def __init__(self, name: str, key: str, offset: int, byte_size: int, directory: str) -> None:
+    def __init__(
+        self,
+        name: str,
+        key: str,
+        offset: int,
+        byte_size: int,
+        directory: str,
+        owners: Owners | None = None,
+    ) -> None:
         self.name = name
         self.key = key
         self.offset = offset
@@ -81,6 +142,9 @@ class Region:
                 raise InvalidInput(
                     f"shared memory key {key!r} is not a regular shared-memory object"
                 )
+            owners = owners or Owners.of()
+            if not owners.admits(info):
+                raise InvalidInput(owners.refusal(key, info))
             end = offset + byte_size
             if info.st_size < end:
                 raise InvalidInput(
@@ -198,8 +262,9 @@ class Lease:
 class SharedMemoryRegistry:
     """Region name -> :class:`Region`; safe to use from the loop and engine threads."""
 
-    def __init__(self, directory: str = SHM_DIRECTORY) -> None:
+    def __init__(self, directory: str = SHM_DIRECTORY, owners: Owners | None = None) -> None:
         self._directory = directory
+        self._owners = owners or Owners.of()
         self._regions: dict[str, Region] = {}
         # Unregistered regions still mapped (a request uses them, or a view of them is
         # still alive): a timer retries until each is unmapped (see _sweep).
@@ -230,7 +295,9 @@ class SharedMemoryRegistry:
                 )
             # Opening and mapping is a few system calls, under the lock so that two
             # registrations of one name cannot both succeed.
-            self._regions[name] = Region(name, key, offset, byte_size, self._directory)
+            self._regions[name] = Region(
+                name, key, offset, byte_size, self._directory, self._owners
+            )
 
     def unregister(self, name: str | None) -> None:
         """Unregister ``name`` (None: every region). An unknown name is not an error, as

@@ -74,9 +74,7 @@ def parse(name: str, value: str | Sequence[str]) -> object:
     """One setting's protocol value -> its typed value; InvalidInput names what was expected."""
     if name not in NAMES:
         raise InvalidInput(f"unknown trace setting {name!r}; expected one of {', '.join(NAMES)}")
-    values = [value] if isinstance(value, str) else list(value)
-    if not all(isinstance(v, str) for v in values):
-        raise InvalidInput(f"trace setting {name!r} must be a string (or a list of strings)")
+    values = _strings(name, value)
     if name == "trace_level":
         return _levels(values)
     if len(values) != 1:
@@ -96,6 +94,38 @@ def parse(name: str, value: str | Sequence[str]) -> object:
                 f"trace setting 'trace_mode' must be one of {', '.join(TraceMode)}, got {text!r}"
             ) from None
     return text  # trace_file
+
+
+def _strings(name: str, value: object) -> list[str]:
+    """The protocol's strings of a value: a string, or (gRPC's form, and trace_level's) a
+    list of strings. A JSON number, boolean or object is refused: Triton's trace settings
+    are strings (``{"log_frequency": "5"}``), as tritonclient's gRPC client sends them."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
+        return list(value)
+    if name == "trace_level":
+        expected = 'a list of strings, e.g. ["TIMESTAMPS"]'
+    else:
+        expected = f'a string, e.g. "{DEFAULTS.as_protocol()[name]}"'
+    raise InvalidInput(
+        f"trace setting {name!r} must be {expected} (or null to clear it), got {_json_type(value)}"
+    )
+
+
+def _json_type(value: object) -> str:
+    """What a client sent, in JSON's words (never its whole value, which may be huge)."""
+    if isinstance(value, bool):
+        return f"the boolean {str(value).lower()}"
+    if isinstance(value, float) or (isinstance(value, int) and abs(value) < 10**20):
+        return f"the number {value!r}"
+    if isinstance(value, int):
+        return "a number"  # too long to quote (repr refuses past 4,300 digits)
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list | tuple):
+        return "a list holding a value that is not a string"
+    return type(value).__name__
 
 
 def _levels(values: list[str]) -> tuple[TraceLevel, ...]:
@@ -158,9 +188,9 @@ class TraceSettingsStore:
         """Apply ``changes`` (all checked first: a bad one changes nothing); the result."""
         parsed: dict[str, object | None] = {}
         for name, value in changes.items():
-            empty = value is None or (not isinstance(value, str) and len(value) == 0)
             if name not in NAMES:
                 parse(name, "")  # raises, naming the settings there are
+            empty = value is None or (not isinstance(value, str) and not _strings(name, value))
             if name == FILE_AT_START_ONLY:
                 if not empty:
                     raise InvalidInput(TRACE_FILE_AT_START)
