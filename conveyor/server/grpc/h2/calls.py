@@ -21,6 +21,7 @@ from typing import Any, NoReturn, cast
 import grpc
 import numpy as np
 
+from conveyor.server.grpc.h2.streams import Stream
 from conveyor.server.grpc.service import Bound
 
 log = logging.getLogger("conveyor.server.grpc")
@@ -163,21 +164,20 @@ class Call:
         "messages",
         "method",
         "remote_closed",
-        "send_window",
+        "stream",
         "stream_id",
         "task",
-        "unread_credit",
         "wbits",
     )  # fmt: skip
 
     def __init__(
-        self, stream_id: int, method: Bound | None, context: CallContext, send_window: int,
-        limit: int, budget: ReceiveBudget,
+        self, stream: Stream, method: Bound | None, context: CallContext, limit: int,
+        budget: ReceiveBudget,
     ) -> None:  # fmt: skip
-        self.stream_id = stream_id
+        self.stream = stream  # its HTTP/2 state and windows, kept by the connection's core
+        self.stream_id = stream.stream_id
         self.method = method
         self.context = context
-        self.send_window = send_window
         self.headers_sent = False
         self.remote_closed = False  # the client sent END_STREAM
         self.finished = False  # our END_STREAM (or a reset) is sent
@@ -191,7 +191,6 @@ class Call:
         self._body_compressed = False
         self._limit = limit
         self._budget = budget
-        self.unread_credit = 0  # received bytes not yet given back to the client's window
         self.deadline_timer: asyncio.TimerHandle | None = None  # ends the call at its deadline
         self.wbits = 0  # zlib's window bits for the call's grpc-encoding; 0: identity
 
@@ -327,8 +326,7 @@ class _Requests:
         while True:
             if call.messages:
                 message = call.messages.popleft()
-                if call.unread_credit:
-                    self._give_credit(call)
+                self._give_credit(call)
                 return self._deserialize(message)
             if call.remote_closed:
                 raise StopAsyncIteration
