@@ -20,6 +20,7 @@ from conveyor import options
 from conveyor.engine.engine import ModelControl
 from conveyor.protocol.limits import DEFAULT_MAX_MESSAGE_BYTES
 from conveyor.protocol.shared_memory import is_loopback
+from conveyor.server.grpc.h2 import limits as h2_limits
 from conveyor.server.log_settings import LogFormat, LogSettings
 from conveyor.server.tracing.config import TraceConfig, parse_trace_config
 
@@ -150,6 +151,36 @@ class Settings:
             "(grpcio's grpc.aio server)"
         ),
     )
+    grpc_max_concurrent_streams: int = dataclasses.field(
+        default=h2_limits.DEFAULT_MAX_CONCURRENT_STREAMS,
+        metadata=_option(
+            "gRPC calls one connection may have open at once (HTTP/2's "
+            "SETTINGS_MAX_CONCURRENT_STREAMS); past it, a new call is refused with "
+            "REFUSED_STREAM, which clients retry"
+        ),
+    )
+    grpc_max_header_list_bytes: int = dataclasses.field(
+        default=h2_limits.DEFAULT_MAX_HEADER_LIST_BYTES,
+        metadata=_option(
+            "largest gRPC call headers (metadata) accepted, decoded, counting 32 bytes per "
+            "field as HTTP/2 does (SETTINGS_MAX_HEADER_LIST_SIZE); a client that sends more "
+            "loses its connection (GOAWAY ENHANCE_YOUR_CALM)"
+        ),
+    )
+    grpc_handshake_timeout: float = dataclasses.field(
+        default=h2_limits.DEFAULT_HANDSHAKE_TIMEOUT_S,
+        metadata=_option(
+            "seconds a new gRPC connection has to send its HTTP/2 preface and SETTINGS "
+            "before it is closed (0: no limit)"
+        ),
+    )
+    grpc_idle_timeout: float = dataclasses.field(
+        default=h2_limits.DEFAULT_IDLE_TIMEOUT_S,
+        metadata=_option(
+            "seconds a gRPC connection may stay without a call before the server sends "
+            "GOAWAY and closes it (0: never, as grpcio's default)"
+        ),
+    )
     backlog: int = dataclasses.field(
         default=DEFAULT_LISTEN_BACKLOG,
         metadata=_option(
@@ -268,6 +299,13 @@ class Settings:
             raise ValueError("grpc_max_message_bytes must be at least 1")
         if self.backlog < 1:
             raise ValueError(f"backlog must be at least 1, got {self.backlog}")
+        if self.grpc_max_concurrent_streams < 1:
+            raise ValueError("grpc_max_concurrent_streams must be at least 1")
+        if self.grpc_max_header_list_bytes < 1024:
+            raise ValueError("grpc_max_header_list_bytes must be at least 1024")
+        for name in ("grpc_handshake_timeout", "grpc_idle_timeout"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0 seconds (0: no limit)")
         if self.drain_timeout < 0:
             raise ValueError("drain_timeout must be >= 0")
         if self.load_model and self.model_control is not ModelControl.EXPLICIT:
@@ -331,6 +369,15 @@ class Settings:
         return (
             f"it listens on {self.host}, not only on loopback, so its clients may be on "
             "other machines; start it with --shared-memory system to turn it on"
+        )
+
+    def grpc_limits(self) -> h2_limits.Limits:
+        """What one gRPC connection may cost (both transports take these)."""
+        return h2_limits.Limits(
+            max_concurrent_streams=self.grpc_max_concurrent_streams,
+            max_header_list_bytes=self.grpc_max_header_list_bytes,
+            handshake_timeout=self.grpc_handshake_timeout,
+            idle_timeout=self.grpc_idle_timeout,
         )
 
     def log_settings(self) -> LogSettings:

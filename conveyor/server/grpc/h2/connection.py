@@ -50,6 +50,7 @@ from conveyor.server.grpc.h2.events import (
     WindowsChanged,
 )
 from conveyor.server.grpc.h2.headers import RequestHeaders
+from conveyor.server.grpc.h2.limits import Limits
 from conveyor.server.grpc.service import Bound, Serialized
 
 
@@ -58,6 +59,7 @@ class Service(Protocol):
 
     methods: dict[str, Bound]  # by path, "/inference.GRPCInferenceService/ModelInfer"
     max_message: int
+    limits: Limits
     auth: BearerAuth | None
     draining: bool
 
@@ -110,7 +112,10 @@ class GrpcConnection(asyncio.BufferedProtocol):
         self._transport: asyncio.Transport | None = None
         self._loop = asyncio.get_running_loop()
         self._flush_scheduled = False
-        self._core = H2Core(self._schedule_flush)
+        self._core = H2Core(self._schedule_flush, service.limits)
+        self._reading_paused = False  # the client does not read what its frames asked for
+        self._timer: asyncio.TimerHandle | None = None  # the handshake or idle timeout
+        self._handshaking = True
         self._scratch = _scratch(self._loop)
         self._direct: Call | None = None  # the call whose message the last read went into
         # Several maximal messages may be in flight at once; past that, calls are refused.
@@ -131,6 +136,9 @@ class GrpcConnection(asyncio.BufferedProtocol):
         self._transport = transport  # type: ignore[assignment]  # uvloop's is not a subclass
         self._service.connections.add(self)
         self._core.initiate()
+        timeout = self._service.limits.handshake_timeout
+        if timeout > 0:
+            self._timer = self._loop.call_later(timeout, self._handshake_timed_out)
         if self._service.draining:
             self.goaway()
 
@@ -141,20 +149,72 @@ class GrpcConnection(asyncio.BufferedProtocol):
             call.drop()
             if call.task is not None:
                 call.task.cancel()
+                call.task = None
         self._calls.clear()
         self._wake_senders()
         self.resume_writing()  # a sender waiting for room sees the connection closed
+        self._stop_timer()
+        # Nothing that refers back to this connection is left behind: it and its core are
+        # freed when the last reference goes, not at the next garbage collection.
+        self._core.detach()
+        self._transport = None
         self._service.connection_closed(self)
 
     def pause_writing(self) -> None:
+        self._core.output_blocked = True
         if self._writable is None:
             self._writable = self._loop.create_future()
 
     def resume_writing(self) -> None:
+        self._core.output_blocked = False
+        self._core.induced = 0
+        if self._reading_paused:
+            self._reading_paused = False
+            if self._transport is not None and not self._closed:
+                self._transport.resume_reading()
         writable = self._writable
         self._writable = None
         if writable is not None and not writable.done():
             writable.set_result(None)
+
+    def _backpressure(self) -> None:
+        """Stop reading a client that sends frames we must answer and does not read them;
+        once its handshake is over, the handshake timeout gives way to the idle one."""
+        if self._handshaking and self._core.handshaken:
+            self._handshaking = False
+            self._stop_timer()
+            self._idle_timer()
+        if self._core.read_paused and not self._reading_paused and self._transport is not None:
+            self._reading_paused = True
+            self._transport.pause_reading()
+
+    # -- timeouts -------------------------------------------------------------------------
+
+    def _stop_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _handshake_timed_out(self) -> None:
+        self._timer = None
+        if not self._handshaking or self._closed:
+            return
+        log.info("closing a gRPC connection: no HTTP/2 preface and SETTINGS in time")
+        self._fail(self._core.terminate(f.PROTOCOL_ERROR, "no preface and SETTINGS in time"))
+
+    def _idle_timer(self) -> None:
+        """With an idle timeout: (re)start its clock when the last call ends."""
+        timeout = self._service.limits.idle_timeout
+        if timeout > 0 and not self._calls and not self._closed:
+            self._stop_timer()
+            self._timer = self._loop.call_later(timeout, self._idle_timed_out)
+
+    def _idle_timed_out(self) -> None:
+        self._timer = None
+        if self._calls or self._closed:
+            return
+        self.goaway()  # a GOAWAY, then closed at once: no call runs
+        self._last_goaway()
 
     def get_buffer(self, sizehint: int) -> memoryview:
         """Where the next read goes: straight into a message's buffer while a DATA frame's
@@ -175,13 +235,14 @@ class GrpcConnection(asyncio.BufferedProtocol):
         try:
             if call is None:
                 self._handle(self._core.receive_data(bytes(self._scratch[:nbytes])))
-                return
-            self._direct = None
-            try:
-                call.filled(nbytes)
-            except MessageFailure as exc:
-                self._message_failed(call, exc)
-            self._handle(self._core.received_directly(nbytes))
+            else:
+                self._direct = None
+                try:
+                    call.filled(nbytes)
+                except MessageFailure as exc:
+                    self._message_failed(call, exc)
+                self._handle(self._core.received_directly(nbytes))
+            self._backpressure()
         except Exception:
             log.exception("gRPC connection failed")
             self._fail(self._core.terminate(f.INTERNAL_ERROR, "internal error"))
@@ -189,6 +250,7 @@ class GrpcConnection(asyncio.BufferedProtocol):
     def data_received(self, data: bytes) -> None:
         try:
             self._handle(self._core.receive_data(data))
+            self._backpressure()
         except Exception:
             log.exception("gRPC connection failed")
             self._fail(self._core.terminate(f.INTERNAL_ERROR, "internal error"))
@@ -206,6 +268,7 @@ class GrpcConnection(asyncio.BufferedProtocol):
                     except MessageFailure as exc:
                         self._message_failed(call, exc)
             elif type(event) is RequestReceived:
+                self._stop_timer()  # the handshake is over; the connection is not idle
                 self._open(event)
             elif type(event) is StreamEnded:
                 call = calls.get(event.stream_id)
@@ -223,6 +286,7 @@ class GrpcConnection(asyncio.BufferedProtocol):
                     call.drop()  # the client cancelled it: nothing more is sent
                     if call.task is not None:
                         call.task.cancel()
+                        call.task = None
                     self._wake_senders()
                     self._service.call_ended(self)
             elif type(event) is DrainPingAcked:
@@ -285,7 +349,7 @@ class GrpcConnection(asyncio.BufferedProtocol):
         if head.encoding and head.encoding != b"identity":
             wbits = INFLATE_WBITS.get(head.encoding)
             if wbits is None:
-                encoding = head.encoding.decode("latin-1")
+                encoding = head.encoding[:64].decode("latin-1")  # not echoed whole
                 self._end(
                     call, grpc.StatusCode.UNIMPLEMENTED,
                     f"grpc-encoding {encoding!r} is not supported: send identity, gzip or "
@@ -299,6 +363,14 @@ class GrpcConnection(asyncio.BufferedProtocol):
             except Unauthenticated as exc:
                 self._end(call, grpc.StatusCode.UNAUTHENTICATED, exc.message)
                 return
+        if head.bad_timeout:
+            value = head.bad_timeout[:32].decode("latin-1")
+            self._end(
+                call, grpc.StatusCode.INTERNAL,
+                f"malformed grpc-timeout {value!r}: expected 1 to 8 digits and a unit of "
+                "H, M, S, m, u or n",
+            )  # fmt: skip
+            return
         if head.timeout is not None:
             call.deadline_timer = self._loop.call_later(head.timeout, self._deadline_passed, call)
         if method.streaming:
@@ -484,6 +556,8 @@ class GrpcConnection(asyncio.BufferedProtocol):
             call.deadline_timer.cancel()
             call.deadline_timer = None
         self._calls.pop(call.stream_id, None)
+        call.task = None  # no cycle through a finished task's frames
+        self._idle_timer()
         self._service.call_ended(self)
 
     def _refuse_message(self, call: Call, size: int) -> None:
@@ -544,6 +618,7 @@ class GrpcConnection(asyncio.BufferedProtocol):
         for call in list(self._calls.values()):
             if call.task is not None:
                 call.task.cancel()
+                call.task = None
             call.drop()
         self._calls.clear()
         self._core.cancel_all()
