@@ -9,6 +9,7 @@ the attack takes time. The server here has small limits so an attack reaches the
 from __future__ import annotations
 
 import contextlib
+import gzip
 import socket
 import struct
 import threading
@@ -338,4 +339,25 @@ def test_an_idle_connection_costs_a_few_kib(server: RunningServer) -> None:
         for sock in socks:
             sock.close()
     assert per_connection < 32 * 1024, f"{per_connection / 1024:.0f} KiB a connection"
+    served(server)
+
+
+def test_compressed_messages_held_open_stay_compressed(server: RunningServer) -> None:
+    """24 calls each send a 7 KiB gzip message that inflates to 7 MiB and never end their
+    stream: what is held is what was sent, not 170 MiB of inflated bytes."""
+    process = psutil.Process(server.process.pid)
+    bomb = gzip.compress(bytes(7 * 1024 * 1024))
+    assert len(bomb) < 16 * 1024
+    framed = b"\x01" + len(bomb).to_bytes(4, "big") + bomb
+    before = process.memory_info().rss
+    with Attacker(server.grpc_port) as attacker:
+        ids = list(range(1, 2 * 24, 2))
+        for stream_id in ids:
+            attacker.send_frames(attacker.opening(stream_id, [*REQUEST, ("grpc-encoding", "gzip")]))
+            attacker.data(stream_id, framed, end_stream=False)
+        attacker.send_frames(hf.PingFrame(0, opaque_data=b"12345678"))
+        while not any(f.kind == 0x6 and f.flags & 0x1 for f in attacker.frames):
+            assert attacker.read_frame() is not None  # every message has been read
+        grown = process.memory_info().rss - before
+        assert grown < 32 * 1024 * 1024, f"RSS grew {grown / 2**20:.0f} MiB"
     served(server)

@@ -410,7 +410,12 @@ class GrpcConnection(asyncio.BufferedProtocol):
         assert method is not None
         context = call.context
         try:
-            response = await method.function(method.deserialize(call.messages.popleft()), context)
+            message = call.take()
+        except MessageFailure as exc:
+            self._message_failed(call, exc)
+            return
+        try:
+            response = await method.function(method.deserialize(message), context)
             payload = method.serialize(response)
         except grpc.aio.AbortError:
             self._end(call, context.code() or grpc.StatusCode.UNKNOWN, context.details())
@@ -427,7 +432,8 @@ class GrpcConnection(asyncio.BufferedProtocol):
         assert method is not None
         context = call.context
         try:
-            responses = method.function(call.requests(self._give_credit), context)
+            requests = call.requests(self._give_credit, self._message_failed)
+            responses = method.function(requests, context)
             async for response in responses:
                 payload = method.serialize(response)
                 if not self._send(call, payload, False):
