@@ -181,6 +181,14 @@ class Settings:
             "GOAWAY and closes it (0: never, as grpcio's default)"
         ),
     )
+    grpc_send_timeout: float = dataclasses.field(
+        default=h2_limits.DEFAULT_SEND_TIMEOUT_S,
+        metadata=_option(
+            "seconds a gRPC response may wait for its client to take more of it (window, "
+            "or reading the socket) before the call is reset with CANCEL (0: no limit; "
+            "Conveyor's own transport)"
+        ),
+    )
     backlog: int = dataclasses.field(
         default=DEFAULT_LISTEN_BACKLOG,
         metadata=_option(
@@ -303,7 +311,7 @@ class Settings:
             raise ValueError("grpc_max_concurrent_streams must be at least 1")
         if self.grpc_max_header_list_bytes < 1024:
             raise ValueError("grpc_max_header_list_bytes must be at least 1024")
-        for name in ("grpc_handshake_timeout", "grpc_idle_timeout"):
+        for name in ("grpc_handshake_timeout", "grpc_idle_timeout", "grpc_send_timeout"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0 seconds (0: no limit)")
         if self.drain_timeout < 0:
@@ -378,6 +386,7 @@ class Settings:
             max_header_list_bytes=self.grpc_max_header_list_bytes,
             handshake_timeout=self.grpc_handshake_timeout,
             idle_timeout=self.grpc_idle_timeout,
+            send_timeout=self.grpc_send_timeout,
         )
 
     def log_settings(self) -> LogSettings:

@@ -45,6 +45,7 @@ def server(repository: Path) -> Iterator[RunningServer]:
         "--grpc-max-message-bytes", str(8 * 1024 * 1024),
         "--grpc-max-concurrent-streams", str(MAX_STREAMS),
         "--grpc-handshake-timeout", "1",
+        "--grpc-send-timeout", "1",
     ]  # fmt: skip
     with run_server(repository, extra_args=args) as running:
         yield running
@@ -360,4 +361,29 @@ def test_compressed_messages_held_open_stay_compressed(server: RunningServer) ->
             assert attacker.read_frame() is not None  # every message has been read
         grown = process.memory_info().rss - before
         assert grown < 32 * 1024 * 1024, f"RSS grew {grown / 2**20:.0f} MiB"
+    served(server)
+
+
+def test_a_response_its_client_never_takes_is_reset_after_the_send_timeout(
+    server: RunningServer,
+) -> None:
+    """The client's windows stay at 0: the 1 MiB answer cannot move; after
+    --grpc-send-timeout (1 s here) the call is reset and its buffers let go."""
+    request = pb.ModelInferRequest(model_name="identity")
+    request.inputs.add(name="INPUT0", datatype="FP32", shape=[256 * 1024])
+    request.raw_input_contents.append(bytes(1024 * 1024))
+    with Attacker(server.grpc_port) as attacker:
+        attacker.give_back = False
+        attacker.send_frames(hf.SettingsFrame(0, settings={0x4: 0}))  # INITIAL_WINDOW_SIZE 0
+        start = time.monotonic()
+        attacker.send_frames(attacker.opening(1))
+        attacker.data(1, grpc_message(request.SerializeToString()))
+        assert attacker.reset_code(1) == 0x8  # CANCEL
+        assert 0.9 < time.monotonic() - start < 10
+        attacker.send_frames(attacker.opening(3))
+        attacker.send(raw(0x0, 0x1, 3, tiny_message()))
+        # A small answer still fits the connection's window: the connection serves on.
+        attacker.send_frames(hf.WindowUpdateFrame(0, window_increment=1 << 20))
+        attacker.send_frames(hf.WindowUpdateFrame(3, window_increment=1 << 20))
+        assert attacker.until_closed(3).status() == OK
     served(server)

@@ -438,6 +438,8 @@ class GrpcConnection(asyncio.BufferedProtocol):
                 payload = method.serialize(response)
                 if not self._send(call, payload, False):
                     await self._send_slowly(call, payload, False)
+                if call.finished:
+                    return  # reset, by the client or for a stalled send
         except grpc.aio.AbortError:
             self._end(call, context.code() or grpc.StatusCode.UNKNOWN, context.details())
             return
@@ -497,6 +499,10 @@ class GrpcConnection(asyncio.BufferedProtocol):
         left = size + 5
         turn = self._send_turn
         held = False
+        # A client that gives no window back (or does not read) for the send timeout loses
+        # the call: its response is not held for ever.
+        timeout = self._service.limits.send_timeout or None
+        deadline = None if timeout is None else self._loop.time() + timeout
         try:
             await turn.acquire()
             held = True
@@ -504,34 +510,59 @@ class GrpcConnection(asyncio.BufferedProtocol):
                 if call.finished or self._closed:
                     return
                 if self._writable is not None:
-                    await self._writable
+                    if not await self._until(self._writable, deadline):
+                        break
                     continue
                 if core.stream_window(stream) <= 0:
                     # Only this stream is blocked: let the others' messages go meanwhile.
                     turn.release()
                     held = False
-                    await self._window_growth()
+                    if not await self._until(self._window_growth(), deadline):
+                        break
                     await turn.acquire()
                     held = True
                     continue
                 room = min(core.send_room(stream), left)
                 if room <= 0:
-                    await self._window_growth()
+                    if not await self._until(self._window_growth(), deadline):
+                        break
                     continue
                 # Every frame the windows allow now, in one write.
                 left -= room
                 core.send_data(stream, room, cursor.take)
                 self._flush()
+                if deadline is not None and timeout is not None:
+                    deadline = self._loop.time() + timeout  # progress: the clock restarts
         finally:
             if held:
                 turn.release()
+        if left and not call.finished and not self._closed:
+            log.info(
+                "gRPC call %s reset: its client took no more of its response for %g s "
+                "(--grpc-send-timeout)", call.stream_id, timeout,
+            )  # fmt: skip
+            self._core.reset_stream(stream, f.CANCEL)
+            self._finished(call)
+            return
         if last:
             self._end(call, grpc.StatusCode.OK, "")
 
-    async def _window_growth(self) -> None:
-        """Until the client gives window back (a WINDOW_UPDATE or SETTINGS)."""
+    async def _until(self, waiter: asyncio.Future[None], deadline: float | None) -> bool:
+        """Wait for ``waiter`` (shared by every sender: never cancelled here) until
+        ``deadline``; False when the deadline passed first."""
+        if deadline is None:
+            await waiter
+            return True
+        try:
+            await asyncio.wait_for(asyncio.shield(waiter), deadline - self._loop.time())
+        except TimeoutError:
+            return False
+        return True
+
+    def _window_growth(self) -> asyncio.Future[None]:
+        """Done when the client gives window back (a WINDOW_UPDATE or SETTINGS)."""
         self._window_grew = self._window_grew or self._loop.create_future()
-        await self._window_grew
+        return self._window_grew
 
     def _wake_senders(self) -> None:
         waiter = self._window_grew

@@ -15,6 +15,9 @@ DEFAULT_MAX_CONCURRENT_STREAMS = 4096
 DEFAULT_MAX_HEADER_LIST_BYTES = 16 * 1024
 DEFAULT_HANDSHAKE_TIMEOUT_S = 120.0
 DEFAULT_IDLE_TIMEOUT_S = 0.0  # never, as grpcio's max_connection_idle
+# A response that makes no progress (no window from the client) this long ends its call, as
+# nginx's send_timeout (60 s) ends a response its client stopped reading.
+DEFAULT_SEND_TIMEOUT_S = 60.0
 # nghttp2's stream-reset and glitch rate limits: a bucket of this many, refilled per second.
 BUDGET_BURST = 1000
 BUDGET_RATE = 33.0
@@ -31,6 +34,7 @@ class Limits:
     header_bytes: int = 8 * 1024 * 1024
     handshake_timeout: float = DEFAULT_HANDSHAKE_TIMEOUT_S
     idle_timeout: float = DEFAULT_IDLE_TIMEOUT_S
+    send_timeout: float = DEFAULT_SEND_TIMEOUT_S
     reset_burst: int = BUDGET_BURST
     reset_rate: float = BUDGET_RATE
     glitch_burst: int = BUDGET_BURST
