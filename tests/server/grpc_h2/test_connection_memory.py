@@ -20,6 +20,7 @@ from conveyor.protocol.grpc._generated import grpc_service_pb2 as pb
 from conveyor.server.grpc.h2.calls import Call
 from conveyor.server.grpc.h2.connection import GrpcConnection
 from conveyor.server.grpc.h2.core import H2Core
+from conveyor.server.grpc.h2.limits import Limits
 from conveyor.server.grpc.h2.server import GrpcService, start_h2_server
 from conveyor.server.grpc.service import bind
 
@@ -111,3 +112,31 @@ def test_a_closed_connection_is_freed_without_the_cycle_collector(method: str, e
         assert not [o for o in gc.get_objects() if isinstance(o, Call | H2Core)]
     finally:
         gc.enable()
+
+
+def test_an_idle_connection_gets_goaway_and_is_closed_after_the_idle_timeout() -> None:
+    async def main() -> tuple[bytes, float]:
+        service = GrpcService({}, 1 << 20, None, Limits(idle_timeout=0.3))
+        server = await start_h2_server(service, "127.0.0.1", 0)
+        port = server._server.sockets[0].getsockname()[1]
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(PREFACE + hf.SettingsFrame(0).serialize())
+            start = asyncio.get_running_loop().time()
+            received = b""
+            while chunk := await asyncio.wait_for(reader.read(65536), 10):
+                received += chunk
+            writer.close()
+            return received, asyncio.get_running_loop().time() - start
+        finally:
+            await server.stop(0.1)
+
+    received, waited = asyncio.run(main())
+    assert 0.25 < waited < 5
+    kinds = []
+    at = 0
+    while at + 9 <= len(received):
+        length = int.from_bytes(received[at : at + 3], "big")
+        kinds.append(received[at + 3])
+        at += 9 + length
+    assert 0x7 in kinds  # GOAWAY before the close

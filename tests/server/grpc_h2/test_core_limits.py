@@ -4,6 +4,7 @@ fed to the core without a socket, and the code of the GOAWAY or RST_STREAM read 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -335,3 +336,14 @@ def test_bad_grpc_timeouts_do_not_parse() -> None:
     assert f.parse_timeout("-1S") is None
     assert f.parse_timeout("12345678S") == 12345678.0
     assert f.parse_timeout("100m") == pytest.approx(0.1)
+
+
+def test_a_block_of_empty_literals_is_cut_off_at_the_header_list_limit() -> None:
+    """24 KB of empty "literal without indexing" fields (three bytes each): HPACK's measure
+    counts 32 bytes a field, so decoding stops after 512 of them, not 12,000."""
+    peer = Peer()
+    block = peer.encoder.encode(REQUEST) + b"\x00\x00\x00" * 8000
+    start = time.process_time()
+    events = peer.send(hf.HeadersFrame(1, block, flags=["END_HEADERS"]))
+    assert time.process_time() - start < 0.5
+    goaway(peer, events, f.ENHANCE_YOUR_CALM)
