@@ -379,16 +379,6 @@ class Settings:
             "other machines; start it with --shared-memory system to turn it on"
         )
 
-    def grpc_limits(self) -> h2_limits.Limits:
-        """What one gRPC connection may cost (both transports take these)."""
-        return h2_limits.Limits(
-            max_concurrent_streams=self.grpc_max_concurrent_streams,
-            max_header_list_bytes=self.grpc_max_header_list_bytes,
-            handshake_timeout=self.grpc_handshake_timeout,
-            idle_timeout=self.grpc_idle_timeout,
-            send_timeout=self.grpc_send_timeout,
-        )
-
     def log_settings(self) -> LogSettings:
         """The logging extension's settings this server starts with."""
         return LogSettings(
@@ -416,6 +406,16 @@ class Settings:
     def tracing(self) -> TraceConfig:
         """The trace settings ``--trace-config`` gives (ValueError for a bad entry)."""
         return parse_trace_config(self.trace_config)
+
+    def grpc_limits(self) -> h2_limits.Limits:
+        """What one gRPC connection may cost (both transports take these)."""
+        return h2_limits.Limits(
+            max_concurrent_streams=self.grpc_max_concurrent_streams,
+            max_header_list_bytes=self.grpc_max_header_list_bytes,
+            handshake_timeout=self.grpc_handshake_timeout,
+            idle_timeout=self.grpc_idle_timeout,
+            send_timeout=self.grpc_send_timeout,
+        )
 
     def with_environment(self, environ: Mapping[str, str]) -> Settings:
         """These settings with the token from ``$CONVEYOR_AUTH_TOKEN`` when none was given."""
