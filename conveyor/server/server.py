@@ -294,6 +294,7 @@ def protocol_front_ends(
             s.host,
             s.grpc_port if grpc_port is None else grpc_port,
             max_message_bytes=s.grpc_max_message_bytes,
+            limits=s.grpc_limits(),
             auth=auth,
             tls=tls,
             reuse_port=grpc_port is not None,

@@ -20,6 +20,7 @@ from conveyor import options
 from conveyor.engine.engine import ModelControl
 from conveyor.protocol.limits import DEFAULT_MAX_MESSAGE_BYTES
 from conveyor.protocol.shared_memory import is_loopback
+from conveyor.server.grpc.h2 import limits as h2_limits
 from conveyor.server.log_settings import LogFormat, LogSettings
 from conveyor.server.tracing.config import TraceConfig, parse_trace_config
 
@@ -149,6 +150,44 @@ class Settings:
         metadata=_option(
             "gRPC's HTTP/2 server: conveyor (our own, on the event loop; faster) or grpcio "
             "(grpcio's grpc.aio server)"
+        ),
+    )
+    grpc_max_concurrent_streams: int = dataclasses.field(
+        default=h2_limits.DEFAULT_MAX_CONCURRENT_STREAMS,
+        metadata=_option(
+            "gRPC calls one connection may have open at once (HTTP/2's "
+            "SETTINGS_MAX_CONCURRENT_STREAMS); past it, a new call is refused with "
+            "REFUSED_STREAM, which clients retry"
+        ),
+    )
+    grpc_max_header_list_bytes: int = dataclasses.field(
+        default=h2_limits.DEFAULT_MAX_HEADER_LIST_BYTES,
+        metadata=_option(
+            "largest gRPC call headers (metadata) accepted, decoded, counting 32 bytes per "
+            "field as HTTP/2 does (SETTINGS_MAX_HEADER_LIST_SIZE); a client that sends more "
+            "loses its connection (GOAWAY ENHANCE_YOUR_CALM)"
+        ),
+    )
+    grpc_handshake_timeout: float = dataclasses.field(
+        default=h2_limits.DEFAULT_HANDSHAKE_TIMEOUT_S,
+        metadata=_option(
+            "seconds a new gRPC connection has to send its HTTP/2 preface and SETTINGS "
+            "before it is closed (0: no limit)"
+        ),
+    )
+    grpc_idle_timeout: float = dataclasses.field(
+        default=h2_limits.DEFAULT_IDLE_TIMEOUT_S,
+        metadata=_option(
+            "seconds a gRPC connection may stay without a call before the server sends "
+            "GOAWAY and closes it (0: never, as grpcio's default)"
+        ),
+    )
+    grpc_send_timeout: float = dataclasses.field(
+        default=h2_limits.DEFAULT_SEND_TIMEOUT_S,
+        metadata=_option(
+            "seconds a gRPC response may wait for its client to take more of it (window, "
+            "or reading the socket) before the call is reset with CANCEL (0: no limit; "
+            "Conveyor's own transport)"
         ),
     )
     backlog: int = dataclasses.field(
@@ -286,6 +325,13 @@ class Settings:
             raise ValueError("grpc_max_message_bytes must be at least 1")
         if self.backlog < 1:
             raise ValueError(f"backlog must be at least 1, got {self.backlog}")
+        if self.grpc_max_concurrent_streams < 1:
+            raise ValueError("grpc_max_concurrent_streams must be at least 1")
+        if self.grpc_max_header_list_bytes < 1024:
+            raise ValueError("grpc_max_header_list_bytes must be at least 1024")
+        for name in ("grpc_handshake_timeout", "grpc_idle_timeout", "grpc_send_timeout"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0 seconds (0: no limit)")
         if self.drain_timeout < 0:
             raise ValueError("drain_timeout must be >= 0")
         if self.load_model and self.model_control is not ModelControl.EXPLICIT:
@@ -385,6 +431,16 @@ class Settings:
     def tracing(self) -> TraceConfig:
         """The trace settings ``--trace-config`` gives (ValueError for a bad entry)."""
         return parse_trace_config(self.trace_config)
+
+    def grpc_limits(self) -> h2_limits.Limits:
+        """What one gRPC connection may cost (both transports take these)."""
+        return h2_limits.Limits(
+            max_concurrent_streams=self.grpc_max_concurrent_streams,
+            max_header_list_bytes=self.grpc_max_header_list_bytes,
+            handshake_timeout=self.grpc_handshake_timeout,
+            idle_timeout=self.grpc_idle_timeout,
+            send_timeout=self.grpc_send_timeout,
+        )
 
     def with_environment(self, environ: Mapping[str, str]) -> Settings:
         """These settings with the token from ``$CONVEYOR_AUTH_TOKEN`` when none was given."""

@@ -32,6 +32,9 @@ RAW_INPUT_FIELD = 7
 RAW_OUTPUT_FIELD = 6
 # Below this many bytes protobuf's C parser beats a Python scan of the fields.
 SMALL_MESSAGE = 32 * 1024
+# Fields a big message is scanned for by hand before protobuf parses it whole instead: an
+# infer request has a handful, plus one per input; a hostile one may have millions.
+MAX_SCANNED_FIELDS = 4096
 
 _LENGTH_DELIMITED = 2
 
@@ -42,26 +45,41 @@ def split_raw(
     """Parse ``data``; return the message and the elements of its bytes field ``field``.
 
     For a big message the elements are views into ``data`` and the returned message lacks
-    them; for a small one they are the message's own field.
+    them; for a small one, or one of more than :data:`MAX_SCANNED_FIELDS` fields, they are
+    the message's own field (protobuf parses it whole).
+
+    The scan costs one step per field, not per byte, and keeps only the boundaries of the
+    runs of other fields between two raw elements, so a message of a million tiny fields
+    costs :data:`MAX_SCANNED_FIELDS` steps and then protobuf's C parser, not a million
+    Python objects.
     """
     if len(data) < SMALL_MESSAGE:
-        message = message_class.FromString(data)
-        return message, getattr(message, message.DESCRIPTOR.fields_by_number[field].name)
+        return _parsed_whole(data, message_class, field)
     view = memoryview(data)
     raw: list[bytes | memoryview] = []
-    rest: list[memoryview] = []
+    runs: list[tuple[int, int]] = []  # [start, end) of the other fields, between raw ones
+    run_start = 0
     position, end = 0, len(data)
+    scanned = 0
     while position < end:
+        scanned += 1
+        if scanned > MAX_SCANNED_FIELDS:
+            return _parsed_whole(data, message_class, field)
         start = position
         key, position = _read_varint(data, position)
         number, kind = key >> 3, key & 7
+        if number == 0:
+            raise DecodeError("field number 0: not a protobuf message")
         if kind == _LENGTH_DELIMITED:
             length, position = _read_varint(data, position)
             if position + length > end:
                 raise DecodeError("truncated message: a field runs past its end")
             if number == field:
+                if start > run_start:
+                    runs.append((run_start, start))
                 raw.append(view[position : position + length])
                 position += length
+                run_start = position
                 continue
             position += length
         elif kind == 0:
@@ -72,10 +90,19 @@ def split_raw(
             position += 4
         else:
             raise DecodeError(f"unexpected wire type {kind} for field {number}")
-        rest.append(view[start:position])
     if position != end:
         raise DecodeError("truncated message")
-    return message_class.FromString(b"".join(rest)), raw
+    if run_start < end:
+        runs.append((run_start, end))
+    rest = b"".join([view[a:b] for a, b in runs])
+    return message_class.FromString(rest), raw
+
+
+def _parsed_whole(
+    data: bytes, message_class: type[M], field: int
+) -> tuple[M, Sequence[bytes | memoryview]]:
+    message = message_class.FromString(data)
+    return message, getattr(message, message.DESCRIPTOR.fields_by_number[field].name)
 
 
 def join_raw(

@@ -20,6 +20,7 @@ from conveyor.server.auth import BearerAuth
 from conveyor.server.dataplane import DataPlane
 from conveyor.server.frontend import PortUnavailable
 from conveyor.server.grpc.auth import TokenInterceptor
+from conveyor.server.grpc.h2.limits import Limits
 from conveyor.server.grpc.service import bind, generic_handler
 from conveyor.server.grpc.servicer import InferenceServicer
 
@@ -38,6 +39,7 @@ async def start_grpc_server(
     auth: BearerAuth | None = None,
     tls: tuple[str, str] | None = None,
     reuse_port: bool = False,
+    limits: Limits | None = None,
 ) -> grpc.aio.Server:
     """Serve ``inference.GRPCInferenceService`` through ``servicer`` on ``host:port``.
 
@@ -45,9 +47,11 @@ async def start_grpc_server(
     (RESOURCE_EXHAUSTED) before any of it is parsed. With ``auth``, calls other than
     ServerLive/ServerReady need the bearer token; with ``tls`` (certificate file, key file)
     the port speaks TLS only. ``reuse_port``: share the port with other processes that bind
-    it so (front-end processes, see ``conveyor.server.workers``). Returns the started
+    it so (front-end processes, see ``conveyor.server.workers``). ``limits``: what one
+    connection may cost, given to grpcio as its channel arguments. Returns the started
     server; raises OSError if the port is taken.
     """
+    limits = limits or Limits()
     server = grpc.aio.server(
         interceptors=[TokenInterceptor(auth)] if auth is not None else None,
         options=[
@@ -56,6 +60,10 @@ async def start_grpc_server(
             # gRPC sets SO_REUSEPORT by default, which lets a second server bind a port that is
             # already serving and silently share its traffic; fail loudly instead.
             ("grpc.so_reuseport", int(reuse_port)),
+            ("grpc.max_concurrent_streams", limits.max_concurrent_streams),
+            ("grpc.max_metadata_size", limits.max_header_list_bytes),
+            ("grpc.absolute_max_metadata_size", limits.max_header_list_bytes),
+            *_timeouts(limits),
         ],
     )
     server.add_generic_rpc_handlers(
@@ -79,6 +87,16 @@ async def start_grpc_server(
     return server
 
 
+def _timeouts(limits: Limits) -> list[tuple[str, int]]:
+    """The handshake and idle timeouts as grpcio's channel arguments (0: grpcio's default)."""
+    options = []
+    if limits.handshake_timeout:
+        options.append(("grpc.server_handshake_timeout_ms", int(limits.handshake_timeout * 1000)))
+    if limits.idle_timeout:
+        options.append(("grpc.max_connection_idle_ms", int(limits.idle_timeout * 1000)))
+    return options
+
+
 def _why_not(host: str, port: int, detail: str) -> PortUnavailable:
     """grpcio says only that it could not bind: binding a socket of our own there finds the
     system's reason (say, "Address already in use")."""
@@ -98,13 +116,14 @@ async def start_conveyor_grpc_server(
     auth: BearerAuth | None = None,
     tls: tuple[str, str] | None = None,
     reuse_port: bool = False,
+    limits: Limits | None = None,
 ) -> H2Server:
     """:func:`start_grpc_server`'s twin on Conveyor's own HTTP/2 transport: same arguments,
     same answers (TLS negotiates ALPN "h2")."""
     from conveyor.server.grpc.h2.server import GrpcService, start_h2_server
 
     methods = bind(servicer.implementations(), servicer.codecs(), servicer.data.access_log)
-    service = GrpcService(methods, max_message_bytes, auth)
+    service = GrpcService(methods, max_message_bytes, auth, limits)
     ssl_context = None
     if tls is not None:
         from conveyor.server.tls import server_context
@@ -141,6 +160,7 @@ class GRPCFrontEnd:
         tls: tuple[str, str] | None = None,
         reuse_port: bool = False,
         transport: str = "conveyor",
+        limits: Limits | None = None,
     ) -> None:
         if transport not in ("conveyor", "grpcio"):
             raise ValueError(f"transport must be 'conveyor' or 'grpcio', got {transport!r}")
@@ -152,6 +172,7 @@ class GRPCFrontEnd:
         self._host = host
         self._port = port
         self._max_message_bytes = max_message_bytes
+        self._limits = limits
         self._server: grpc.aio.Server | H2Server | None = None
         self._servicer: InferenceServicer | None = None
 
@@ -172,6 +193,7 @@ class GRPCFrontEnd:
             auth=self._auth,
             tls=self._tls,
             reuse_port=self._reuse_port,
+            limits=self._limits,
         )
         log.info("%s listening on %s (%s transport)", self.name, self.url, self._transport)
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import time
+import tracemalloc
+
 import numpy as np
 import pytest
 from google.protobuf.message import DecodeError
@@ -59,3 +62,42 @@ def test_truncated_big_message_is_a_decode_error(cut: int) -> None:
     data = wire.join_raw(request(big), wire.RAW_INPUT_FIELD, [big])
     with pytest.raises(DecodeError):
         wire.split_raw(data[:-cut], pb.ModelInferRequest, wire.RAW_INPUT_FIELD)
+
+
+def test_a_big_message_of_zero_bytes_is_refused_at_its_first_field() -> None:
+    data = bytes(4 * 1024 * 1024)
+    start = time.process_time()
+    with pytest.raises(DecodeError, match="field number 0"):
+        wire.split_raw(data, pb.ModelInferRequest, wire.RAW_INPUT_FIELD)
+    assert time.process_time() - start < 0.5
+
+
+def test_a_big_message_of_tiny_fields_costs_a_bounded_scan() -> None:
+    """A million one-byte varint fields (all valid protobuf): the hand scan stops after a
+    bounded number of fields and protobuf's C parser reads the rest, so no Python object is
+    made per field."""
+    tiny_fields = b"\x60\x00" * (1024 * 1024)  # field 12 (unknown to the message), varint 0
+    tail = wire.join_raw(pb.ModelInferRequest(model_name="m"), wire.RAW_INPUT_FIELD, [b"ab"])
+    data = tiny_fields + tail
+    tracemalloc.start()
+    try:
+        start = time.process_time()
+        parsed, raw = wire.split_raw(data, pb.ModelInferRequest, wire.RAW_INPUT_FIELD)
+        elapsed = time.process_time() - start
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert parsed.model_name == "m" and [bytes(r) for r in raw] == [b"ab"]
+    assert elapsed < 1.0, elapsed
+    assert peak < 8 * len(data), peak  # protobuf's own copy, not an object per field
+
+
+def test_many_raw_elements_between_other_fields_keep_their_order() -> None:
+    buffers = [bytes([index]) * (wire.SMALL_MESSAGE // 4) for index in range(8)]
+    data = b"".join(
+        request().SerializeToString() + wire.join_raw(pb.ModelInferRequest(), 7, [buffer])
+        for buffer in buffers
+    )
+    parsed, raw = wire.split_raw(data, pb.ModelInferRequest, wire.RAW_INPUT_FIELD)
+    assert [bytes(r) for r in raw] == buffers
+    assert parsed.model_name == "m" and parsed.id == "x"

@@ -9,10 +9,13 @@ connection that parses frames by hand and calls the servicer directly.
   a message's pieces.
 - :mod:`.headers`: request header blocks (HPACK, by the ``hpack`` package) and what a call
   needs of them.
+- :mod:`.core`: the connection's HTTP/2 without I/O, in the shape of python-hyper's ``h2``:
+  bytes in, :mod:`.events` out, buffers to send; its stream states in :mod:`.streams` and
+  flow-control windows in :mod:`.flow`.
 - :mod:`.calls`: one call's state and :class:`~.calls.CallContext`, the part of grpcio's
   servicer context the servicer uses, so the servicer serves both transports unchanged.
-- :mod:`.connection`: the protocol: reading frames (messages straight into their buffers),
-  flow control both ways, dispatch, writing answers from the tensors' own buffers.
+- :mod:`.connection`: the asyncio glue: the core's events become calls (messages read
+  straight into their buffers), handlers run, answers go out from the tensors' own buffers.
 - :mod:`.server`: listening, and draining with GOAWAY.
 
 Only HPACK decoding is delegated (to ``hpack``): its dynamic table is state every client keeps

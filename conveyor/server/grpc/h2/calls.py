@@ -21,6 +21,7 @@ from typing import Any, NoReturn, cast
 import grpc
 import numpy as np
 
+from conveyor.server.grpc.h2.streams import Stream
 from conveyor.server.grpc.service import Bound
 
 log = logging.getLogger("conveyor.server.grpc")
@@ -152,6 +153,7 @@ class Call:
         "_body_compressed",
         "_body_have",
         "_budget",
+        "_inflated",
         "_limit",
         "_prefix",
         "_prefix_have",
@@ -163,26 +165,27 @@ class Call:
         "messages",
         "method",
         "remote_closed",
-        "send_window",
+        "stream",
         "stream_id",
         "task",
-        "unread_credit",
         "wbits",
     )  # fmt: skip
 
     def __init__(
-        self, stream_id: int, method: Bound | None, context: CallContext, send_window: int,
-        limit: int, budget: ReceiveBudget,
+        self, stream: Stream, method: Bound | None, context: CallContext, limit: int,
+        budget: ReceiveBudget,
     ) -> None:  # fmt: skip
-        self.stream_id = stream_id
+        self.stream = stream  # its HTTP/2 state and windows, kept by the connection's core
+        self.stream_id = stream.stream_id
         self.method = method
         self.context = context
-        self.send_window = send_window
         self.headers_sent = False
         self.remote_closed = False  # the client sent END_STREAM
         self.finished = False  # our END_STREAM (or a reset) is sent
         self.task: asyncio.Task[None] | None = None
-        self.messages: deque[bytes] = deque()
+        # Complete messages, unread; a compressed one stays compressed (a _Deflated) until
+        # it is taken, so unread messages hold what the client sent, not what it inflates to.
+        self.messages: deque[bytes | _Deflated] = deque()
         self._waiter: asyncio.Future[None] | None = None
         self._prefix = bytearray()
         self._prefix_have = 0
@@ -191,7 +194,7 @@ class Call:
         self._body_compressed = False
         self._limit = limit
         self._budget = budget
-        self.unread_credit = 0  # received bytes not yet given back to the client's window
+        self._inflated = 0  # bytes of inflated messages charged to the budget until the end
         self.deadline_timer: asyncio.TimerHandle | None = None  # ends the call at its deadline
         self.wbits = 0  # zlib's window bits for the call's grpc-encoding; 0: identity
 
@@ -269,19 +272,28 @@ class Call:
         if self._body is not None:
             self._budget.held -= len(self._body)
             self._body = None
+        self._budget.held -= self._inflated
+        self._inflated = 0
+        self.messages.clear()
         self.context.ended()
+
+    def take(self) -> bytes:
+        """The next complete message, inflated if it came compressed (raises
+        InflatedTooLarge, UndecodableMessage or ReceiveBudgetSpent)."""
+        message = self.messages.popleft()
+        if type(message) is _Deflated:
+            return self._inflate(message.data)
+        return cast(bytes, message)
 
     def partial(self) -> bool:
         """Part of a message was received, not all of it."""
         return self._body is not None or self._prefix_have > 0
 
     def _complete(self, message: bytes | memoryview, compressed: bool) -> None:
-        """A whole message arrived: inflated if it is compressed, then queued. A message is
-        handed on as it is, not copied to bytes: every deserializer here (protobuf,
-        wire.split_raw) reads any buffer."""
-        if compressed:
-            message = self._inflate(message)
-        self.messages.append(cast(bytes, message))
+        """A whole message arrived: queued (a compressed one is inflated when taken). A
+        message is handed on as it is, not copied to bytes: every deserializer here
+        (protobuf, wire.split_raw) reads any buffer."""
+        self.messages.append(_Deflated(message) if compressed else cast(bytes, message))
         self.wake()
 
     def _inflate(self, message: bytes | memoryview) -> bytes:
@@ -296,6 +308,13 @@ class Call:
             raise InflatedTooLarge()
         if not inflater.eof:
             raise UndecodableMessage("the compressed data ends before its end marker")
+        # What a small message inflates to counts against the connection's budget until
+        # the call ends: many small compressed calls do not hold gigabytes.
+        budget = self._budget
+        if budget.held + len(inflated) > budget.limit:
+            raise ReceiveBudgetSpent(len(inflated), budget.held, budget.limit)
+        budget.held += len(inflated)
+        self._inflated += len(inflated)
         return inflated
 
     def wake(self) -> None:
@@ -303,19 +322,37 @@ class Call:
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
-    def requests(self, give_credit: Callable[[Call], None]) -> AsyncIterator[Any]:
-        """The request messages, parsed, as the client sends them (a streaming call's)."""
-        return _Requests(self, give_credit)
+    def requests(
+        self, give_credit: Callable[[Call], None], failed: Callable[[Call, Exception], None]
+    ) -> AsyncIterator[Any]:
+        """The request messages, parsed, as the client sends them (a streaming call's).
+        A message that cannot be inflated ends the call (``failed``) and the iteration."""
+        return _Requests(self, give_credit, failed)
+
+
+class _Deflated:
+    """A complete message still compressed."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes | memoryview) -> None:
+        self.data = data
 
 
 class _Requests:
     """Async iterator over a streaming call's messages; ends at the client's END_STREAM."""
 
-    __slots__ = ("_call", "_deserialize", "_give_credit")
+    __slots__ = ("_call", "_deserialize", "_failed", "_give_credit")
 
-    def __init__(self, call: Call, give_credit: Callable[[Call], None]) -> None:
+    def __init__(
+        self,
+        call: Call,
+        give_credit: Callable[[Call], None],
+        failed: Callable[[Call, Exception], None],
+    ) -> None:
         self._call = call
         self._give_credit = give_credit
+        self._failed = failed
         assert call.method is not None
         self._deserialize = call.method.deserialize
 
@@ -325,10 +362,15 @@ class _Requests:
     async def __anext__(self) -> Any:
         call = self._call
         while True:
+            if call.finished:
+                raise StopAsyncIteration
             if call.messages:
-                message = call.messages.popleft()
-                if call.unread_credit:
-                    self._give_credit(call)
+                try:
+                    message = call.take()
+                except (InflatedTooLarge, UndecodableMessage, ReceiveBudgetSpent) as exc:
+                    self._failed(call, exc)
+                    raise StopAsyncIteration from None
+                self._give_credit(call)
                 return self._deserialize(message)
             if call.remote_closed:
                 raise StopAsyncIteration

@@ -1,24 +1,22 @@
-"""One client connection: an asyncio Protocol speaking HTTP/2 for gRPC, on the server's loop.
+"""One client connection: thin asyncio glue between a socket and :class:`~.core.H2Core`.
 
-Frames are parsed by hand; DATA payloads go straight from each read into their call's message
-(see :class:`~conveyor.server.grpc.h2.calls.Call`), other frames wait in a small buffer until
-they are whole. Request headers are decoded by :mod:`~conveyor.server.grpc.h2.headers`;
-responses use precomputed header blocks (:mod:`~conveyor.server.grpc.h2.frames`).
+The core parses frames and keeps the protocol's state; this module turns its events into
+gRPC calls (:class:`~.calls.Call`) and runs their handlers on the server's loop. DATA
+payloads go straight from each read into their call's message when the core says the next
+bytes are one (:meth:`~.core.H2Core.data_in_flight`); other reads go through a scratch
+buffer shared by every connection (it is copied out before the next read, so one suffices).
 
 A unary call's handler starts once its request is whole; a streaming call's at its HEADERS,
 reading requests as they arrive. Responses go out with ``transport.writelines`` in DATA
 frames no bigger than the client's frame size and windows allow; a sender that runs out of
 window, or finds the transport's buffer full, waits for the client.
-
-One class, past the size a module usually has here: reading, flow control and sending share
-the calls' table and the windows, and each step of the protocol is easier to check against
-RFC 9113 beside the others than spread over mixins.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import weakref
 from typing import Any, Protocol
 
 import grpc
@@ -38,7 +36,21 @@ from conveyor.server.grpc.h2.calls import (
     ReceiveBudgetSpent,
     UndecodableMessage,
 )
-from conveyor.server.grpc.h2.headers import HeaderBlockError, HeaderDecoder, RequestHeaders
+from conveyor.server.grpc.h2.core import H2Core
+from conveyor.server.grpc.h2.events import (
+    ConnectionTerminated,
+    DataFrameEnded,
+    DataReceived,
+    DrainPingAcked,
+    Event,
+    GoAwayReceived,
+    RequestReceived,
+    StreamEnded,
+    StreamReset,
+    WindowsChanged,
+)
+from conveyor.server.grpc.h2.headers import RequestHeaders
+from conveyor.server.grpc.h2.limits import Limits
 from conveyor.server.grpc.service import Bound, Serialized
 
 
@@ -47,6 +59,7 @@ class Service(Protocol):
 
     methods: dict[str, Bound]  # by path, "/inference.GRPCInferenceService/ModelInfer"
     max_message: int
+    limits: Limits
     auth: BearerAuth | None
     draining: bool
 
@@ -60,12 +73,6 @@ class Service(Protocol):
 
 log = logging.getLogger("conveyor.server.grpc")
 
-# What we let clients send: a large window per stream (a 4 MiB message goes in one flight)
-# and for the connection; the stream's is given back as its messages are read.
-STREAM_WINDOW = 16 * 1024 * 1024
-CONNECTION_WINDOW = 256 * 1024 * 1024
-MAX_HEADER_BLOCK = 256 * 1024  # bytes of one (compressed) header block, CONTINUATIONs included
-MAX_CONCURRENT_STREAMS = 4096
 # Bytes of announced, not yet received messages a connection may hold buffers for (at least
 # four of the largest messages allowed).
 UNFINISHED_BYTES = 64 * 1024 * 1024
@@ -73,22 +80,19 @@ READ_SIZE = 256 * 1024  # the scratch buffer reads go into (but those into a mes
 # A response in pieces up to this size is joined before it is written (cheaper than many
 # small buffers); a larger one is written from its pieces, tensors uncopied.
 SMALL_PAYLOAD = 64 * 1024
-# The largest frame clients may send: DATA as large as HTTP/2 allows (fewer frames to parse
-# for a big message; their payload is never held whole), other frames (held until whole)
-# no larger than a header block.
-MAX_FRAME = 2**24 - 1
 
-SERVER_PREFACE = f.settings(
-    {
-        f.SETTINGS_MAX_CONCURRENT_STREAMS: MAX_CONCURRENT_STREAMS,
-        f.SETTINGS_INITIAL_WINDOW_SIZE: STREAM_WINDOW,
-        f.SETTINGS_MAX_HEADER_LIST_SIZE: MAX_HEADER_BLOCK,
-        f.SETTINGS_MAX_FRAME_SIZE: MAX_FRAME,
-        f.SETTINGS_ENABLE_PUSH: 0,
-    }
-) + f.window_update(0, CONNECTION_WINDOW - f.DEFAULT_WINDOW)
+# One scratch buffer for every connection on a loop: a read lands in it and is copied out
+# (bytes) before the loop asks any connection for a buffer again.
+_SCRATCH: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, memoryview] = (
+    weakref.WeakKeyDictionary()
+)
 
-_INTERNAL = grpc.StatusCode.INTERNAL.value[0]
+
+def _scratch(loop: asyncio.AbstractEventLoop) -> memoryview:
+    buffer = _SCRATCH.get(loop)
+    if buffer is None:
+        buffer = _SCRATCH[loop] = memoryview(bytearray(READ_SIZE))
+    return buffer
 
 
 # What can be wrong with a request message as it arrives: each ends its call, not the
@@ -102,41 +106,21 @@ MessageFailure = (
 )
 
 
-class ConnectionError_(Exception):
-    """The client broke the protocol: the connection ends with GOAWAY ``code``."""
-
-    def __init__(self, code: int, why: str) -> None:
-        super().__init__(why)
-        self.code = code
-
-
 class GrpcConnection(asyncio.BufferedProtocol):
     def __init__(self, service: Service) -> None:
         self._service = service
         self._transport: asyncio.Transport | None = None
         self._loop = asyncio.get_running_loop()
-        self._pending = b""  # an incomplete frame
-        self._scratch = memoryview(bytearray(READ_SIZE))
+        self._flush_scheduled = False
+        self._core = H2Core(self._schedule_flush, service.limits)
+        self._reading_paused = False  # the client does not read what its frames asked for
+        self._timer: asyncio.TimerHandle | None = None  # the handshake or idle timeout
+        self._handshaking = True
+        self._scratch = _scratch(self._loop)
         self._direct: Call | None = None  # the call whose message the last read went into
-        self._preface = False
-        self._decoder = HeaderDecoder(MAX_HEADER_BLOCK)
         # Several maximal messages may be in flight at once; past that, calls are refused.
         self._budget = ReceiveBudget(max(UNFINISHED_BYTES, 4 * service.max_message))
         self._calls: dict[int, Call] = {}
-        self._last_stream = 0
-        # DATA frame being read: its call (None: a closed stream's), bytes left, padding left.
-        self._data_call: Call | None = None
-        self._data_left = 0
-        self._data_padding = 0
-        self._data_end = False
-        # A header block being continued: its stream, flags, bytes so far.
-        self._headers_stream = 0
-        self._headers_flags = 0
-        self._headers_block = bytearray()
-        # Sending: the client's windows and frame size.
-        self._send_window = f.DEFAULT_WINDOW
-        self._initial_send_window = f.DEFAULT_WINDOW
-        self._max_frame = f.DEFAULT_MAX_FRAME
         self._window_grew: asyncio.Future[None] | None = None
         # Large messages go out one after another, not interleaved: the client completes
         # (and gives window back for) each in turn instead of holding parts of all of them
@@ -144,12 +128,6 @@ class GrpcConnection(asyncio.BufferedProtocol):
         # steps aside for the others.
         self._send_turn = asyncio.Lock()
         self._writable: asyncio.Future[None] | None = None  # set while the transport is full
-        self._connection_credit = 0
-        # Frames queued this turn of the loop (one write for all: fewer system calls).
-        self._output: list[Any] = []
-        self._flush_scheduled = False
-        self._going_away = False  # the first GOAWAY is sent
-        self._closing = False  # the final GOAWAY is sent: new streams are refused
         self._closed = False
 
     # -- asyncio.Protocol -----------------------------------------------------------------
@@ -157,7 +135,10 @@ class GrpcConnection(asyncio.BufferedProtocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]  # uvloop's is not a subclass
         self._service.connections.add(self)
-        self._write(SERVER_PREFACE)
+        self._core.initiate()
+        timeout = self._service.limits.handshake_timeout
+        if timeout > 0:
+            self._timer = self._loop.call_later(timeout, self._handshake_timed_out)
         if self._service.draining:
             self.goaway()
 
@@ -168,148 +149,152 @@ class GrpcConnection(asyncio.BufferedProtocol):
             call.drop()
             if call.task is not None:
                 call.task.cancel()
+                call.task = None
         self._calls.clear()
         self._wake_senders()
         self.resume_writing()  # a sender waiting for room sees the connection closed
+        self._stop_timer()
+        # Nothing that refers back to this connection is left behind: it and its core are
+        # freed when the last reference goes, not at the next garbage collection.
+        self._core.detach()
+        self._transport = None
         self._service.connection_closed(self)
 
     def pause_writing(self) -> None:
+        self._core.output_blocked = True
         if self._writable is None:
             self._writable = self._loop.create_future()
 
     def resume_writing(self) -> None:
+        self._core.output_blocked = False
+        self._core.induced = 0
+        if self._reading_paused:
+            self._reading_paused = False
+            if self._transport is not None and not self._closed:
+                self._transport.resume_reading()
         writable = self._writable
         self._writable = None
         if writable is not None and not writable.done():
             writable.set_result(None)
 
+    def _backpressure(self) -> None:
+        """Stop reading a client that sends frames we must answer and does not read them;
+        once its handshake is over, the handshake timeout gives way to the idle one."""
+        if self._handshaking and self._core.handshaken:
+            self._handshaking = False
+            self._stop_timer()
+            self._idle_timer()
+        if self._core.read_paused and not self._reading_paused and self._transport is not None:
+            self._reading_paused = True
+            self._transport.pause_reading()
+
+    # -- timeouts -------------------------------------------------------------------------
+
+    def _stop_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _handshake_timed_out(self) -> None:
+        self._timer = None
+        if not self._handshaking or self._closed:
+            return
+        log.info("closing a gRPC connection: no HTTP/2 preface and SETTINGS in time")
+        self._fail(self._core.terminate(f.PROTOCOL_ERROR, "no preface and SETTINGS in time"))
+
+    def _idle_timer(self) -> None:
+        """With an idle timeout: (re)start its clock when the last call ends."""
+        timeout = self._service.limits.idle_timeout
+        if timeout > 0 and not self._calls and not self._closed:
+            self._stop_timer()
+            self._timer = self._loop.call_later(timeout, self._idle_timed_out)
+
+    def _idle_timed_out(self) -> None:
+        self._timer = None
+        if self._calls or self._closed:
+            return
+        self.goaway()  # a GOAWAY, then closed at once: no call runs
+        self._last_goaway()
+
     def get_buffer(self, sizehint: int) -> memoryview:
         """Where the next read goes: straight into a message's buffer while a DATA frame's
-        payload fills one (the bytes are never copied again), else a scratch buffer."""
-        call = self._data_call
-        if self._data_left and call is not None and not call.finished:
-            target = call.direct_buffer(self._data_left)
-            if target is not None:
-                self._direct = call
-                return target
+        payload fills one (the bytes are never copied again), else the scratch buffer."""
+        stream, left = self._core.data_in_flight()
+        if stream is not None:
+            call = self._calls.get(stream.stream_id)
+            if call is not None and not call.finished:
+                target = call.direct_buffer(left)
+                if target is not None:
+                    self._direct = call
+                    return target
         self._direct = None
         return self._scratch
 
     def buffer_updated(self, nbytes: int) -> None:
         call = self._direct
-        if call is None:
-            self.data_received(bytes(self._scratch[:nbytes]))
-            return
-        self._direct = None
-        self._data_left -= nbytes
         try:
-            try:
-                call.filled(nbytes)
-            except MessageFailure as exc:
-                self._message_failed(call, exc)
-            if not self._data_left and not self._data_padding:
-                self._data_done()
+            if call is None:
+                self._handle(self._core.receive_data(bytes(self._scratch[:nbytes])))
+            else:
+                self._direct = None
+                try:
+                    call.filled(nbytes)
+                except MessageFailure as exc:
+                    self._message_failed(call, exc)
+                self._handle(self._core.received_directly(nbytes))
+            self._backpressure()
         except Exception:
             log.exception("gRPC connection failed")
-            self._fail(f.INTERNAL_ERROR, "internal error")
+            self._fail(self._core.terminate(f.INTERNAL_ERROR, "internal error"))
 
     def data_received(self, data: bytes) -> None:
         try:
-            self._receive(data)
-        except ConnectionError_ as exc:
-            self._fail(exc.code, str(exc))
+            self._handle(self._core.receive_data(data))
+            self._backpressure()
         except Exception:
             log.exception("gRPC connection failed")
-            self._fail(f.INTERNAL_ERROR, "internal error")
+            self._fail(self._core.terminate(f.INTERNAL_ERROR, "internal error"))
 
-    # -- reading frames -------------------------------------------------------------------
+    # -- events ---------------------------------------------------------------------------
 
-    def _receive(self, data: bytes) -> None:
-        if self._pending:
-            data = self._pending + data
-            self._pending = b""
-        position, end = 0, len(data)
-        if not self._preface:
-            if end < len(f.PREFACE):
-                if not f.PREFACE.startswith(data):
-                    raise ConnectionError_(f.PROTOCOL_ERROR, "not an HTTP/2 client preface")
-                self._pending = data
-                return
-            if not data.startswith(f.PREFACE):
-                raise ConnectionError_(f.PROTOCOL_ERROR, "not an HTTP/2 client preface")
-            self._preface = True
-            position = len(f.PREFACE)
-        while position < end:
-            if self._data_left or self._data_padding:
-                position = self._data_payload(data, position, end)
-                continue
-            if end - position < 9:
-                break
-            length, kind, flags, stream_id = f.parse_header(data, position)
-            if length > (MAX_FRAME if kind == f.DATA else MAX_HEADER_BLOCK):
-                raise ConnectionError_(f.FRAME_SIZE_ERROR, f"a frame of {length} bytes")
-            if self._headers_stream and kind != f.CONTINUATION:
-                raise ConnectionError_(f.PROTOCOL_ERROR, "a header block was not continued")
-            if kind == f.DATA:
-                padding = 0
-                start = position + 9
-                if flags & f.PADDED:
-                    if end - start < 1:
-                        break
-                    padding = data[start]
-                    start += 1
-                    if padding >= length:
-                        raise ConnectionError_(f.PROTOCOL_ERROR, "padding longer than the frame")
-                    length -= 1 + padding
-                position = start
-                self._data_frame(stream_id, length, padding, bool(flags & f.END_STREAM))
-                continue
-            if end - position - 9 < length:
-                break
-            payload = data[position + 9 : position + 9 + length]
-            position += 9 + length
-            self._frame(kind, flags, stream_id, payload)
-        if position < end:
-            self._pending = data[position:]
-
-    def _data_frame(self, stream_id: int, length: int, padding: int, end_stream: bool) -> None:
-        frame_size = length + padding + (1 if padding else 0)
-        self._connection_credit += frame_size
-        if self._connection_credit >= CONNECTION_WINDOW // 4:
-            self._write(f.window_update(0, self._connection_credit))
-            self._connection_credit = 0
-        if stream_id == 0:
-            raise ConnectionError_(f.PROTOCOL_ERROR, "DATA on stream 0")
-        call = self._calls.get(stream_id)
-        if call is not None and call.remote_closed:
-            call = None  # after END_STREAM: ignored (the stream is closed to the client)
-        if call is not None:
-            call.unread_credit += frame_size
-        self._data_call = call
-        self._data_left = length
-        self._data_padding = padding
-        self._data_end = end_stream
-        if length == 0 and padding == 0:
-            self._data_done()
-
-    def _data_payload(self, data: bytes, position: int, end: int) -> int:
-        if self._data_left:
-            take = min(self._data_left, end - position)
-            call = self._data_call
-            if call is not None and not call.finished:
-                try:
-                    call.feed(data, position, position + take)
-                except MessageFailure as exc:
-                    self._message_failed(call, exc)
-            self._data_left -= take
-            position += take
-        if not self._data_left and self._data_padding:
-            skip = min(self._data_padding, end - position)
-            self._data_padding -= skip
-            position += skip
-        if not self._data_left and not self._data_padding:
-            self._data_done()
-        return position
+    def _handle(self, events: list[Event]) -> None:
+        calls = self._calls
+        for event in events:
+            if type(event) is DataReceived:
+                call = calls.get(event.stream_id)
+                if call is not None and not call.finished:
+                    try:
+                        call.feed(event.data, event.start, event.end)
+                    except MessageFailure as exc:
+                        self._message_failed(call, exc)
+            elif type(event) is RequestReceived:
+                self._stop_timer()  # the handshake is over; the connection is not idle
+                self._open(event)
+            elif type(event) is StreamEnded:
+                call = calls.get(event.stream_id)
+                if call is not None:
+                    self._remote_closed(call)
+            elif type(event) is DataFrameEnded:
+                call = calls.get(event.stream_id)
+                if call is not None and not call.finished:
+                    self._give_credit(call)
+            elif type(event) is WindowsChanged:
+                self._wake_senders()
+            elif type(event) is StreamReset:
+                call = calls.pop(event.stream_id, None)
+                if call is not None:
+                    call.drop()  # the client cancelled it: nothing more is sent
+                    if call.task is not None:
+                        call.task.cancel()
+                        call.task = None
+                    self._wake_senders()
+                    self._service.call_ended(self)
+            elif type(event) is DrainPingAcked:
+                self._last_goaway()
+            elif type(event) is GoAwayReceived:
+                self.goaway()  # the client goes: finish what runs, then close
+            elif type(event) is ConnectionTerminated:
+                self._fail(event)
 
     def _message_failed(self, call: Call, exc: Exception) -> None:
         """End ``call`` for what was wrong with the message it was receiving."""
@@ -336,135 +321,25 @@ class GrpcConnection(asyncio.BufferedProtocol):
             why = "a compressed message on a call without grpc-encoding"
         self._end(call, code, why)
 
-    def _data_done(self) -> None:
-        call = self._data_call
-        self._data_call = None
-        if call is None or call.finished:
-            return
-        if self._data_end:
-            self._remote_closed(call)
-        elif call.unread_credit >= STREAM_WINDOW // 4 and len(call.messages) < UNREAD_MESSAGES:
-            self._give_credit(call)
-
     def _give_credit(self, call: Call) -> None:
-        """Give a stream's received bytes back to the client's window."""
-        if call.remote_closed or call.finished or len(call.messages) >= UNREAD_MESSAGES:
-            return
-        if call.unread_credit >= STREAM_WINDOW // 4:
-            self._write(f.window_update(call.stream_id, call.unread_credit))
-            call.unread_credit = 0
-
-    def _frame(self, kind: int, flags: int, stream_id: int, payload: bytes) -> None:
-        if kind == f.HEADERS:
-            if stream_id == 0 or stream_id % 2 == 0:
-                raise ConnectionError_(f.PROTOCOL_ERROR, f"HEADERS on stream {stream_id}")
-            if flags & f.PADDED:
-                pad = payload[0]
-                payload = payload[1 : len(payload) - pad]
-            if flags & f.PRIORITY_FLAG:
-                payload = payload[5:]
-            if flags & f.END_HEADERS:
-                self._headers(stream_id, flags, payload)
-            else:
-                self._headers_stream = stream_id
-                self._headers_flags = flags
-                self._headers_block = bytearray(payload)
-        elif kind == f.CONTINUATION:
-            if stream_id != self._headers_stream or stream_id == 0:
-                raise ConnectionError_(f.PROTOCOL_ERROR, "CONTINUATION of no header block")
-            self._headers_block += payload
-            if len(self._headers_block) > MAX_HEADER_BLOCK:
-                raise ConnectionError_(f.PROTOCOL_ERROR, "a header block over the size limit")
-            if flags & f.END_HEADERS:
-                self._headers_stream = 0
-                self._headers(stream_id, self._headers_flags, bytes(self._headers_block))
-                self._headers_block = bytearray()
-        elif kind == f.SETTINGS:
-            if flags & f.ACK:
-                return
-            if len(payload) % 6:
-                raise ConnectionError_(f.FRAME_SIZE_ERROR, "SETTINGS of a bad length")
-            self._settings(f.parse_settings(payload))
-        elif kind == f.PING:
-            if len(payload) != 8:
-                raise ConnectionError_(f.FRAME_SIZE_ERROR, "PING of a bad length")
-            if not flags & f.ACK:
-                self._write(f.frame_header(8, f.PING, f.ACK, 0) + payload)
-            elif payload == _DRAIN_PING_DATA and self._going_away:
-                self._last_goaway()
-        elif kind == f.WINDOW_UPDATE:
-            if len(payload) != 4:
-                raise ConnectionError_(f.FRAME_SIZE_ERROR, "WINDOW_UPDATE of a bad length")
-            increment = f.read_u32(payload) & 0x7FFF_FFFF
-            if stream_id == 0:
-                self._send_window += increment
-            else:
-                call = self._calls.get(stream_id)
-                if call is None:
-                    return
-                call.send_window += increment
-            self._wake_senders()
-        elif kind == f.RST_STREAM:
-            call = self._calls.pop(stream_id, None)
-            if call is not None:
-                call.drop()  # the client cancelled it: nothing more is sent
-                if call.task is not None:
-                    call.task.cancel()
-                self._wake_senders()
-                self._service.call_ended(self)
-        elif kind == f.GOAWAY:
-            self.goaway()  # the client goes: finish what runs, then close
-        elif kind == f.PUSH_PROMISE:
-            raise ConnectionError_(f.PROTOCOL_ERROR, "PUSH_PROMISE from a client")
-        # PRIORITY and unknown frame types are ignored, as RFC 9113 says.
-
-    def _settings(self, values: list[tuple[int, int]]) -> None:
-        for key, value in values:
-            if key == f.SETTINGS_INITIAL_WINDOW_SIZE:
-                if value > f.MAX_WINDOW:
-                    raise ConnectionError_(f.FLOW_CONTROL_ERROR, "initial window too large")
-                delta = value - self._initial_send_window
-                self._initial_send_window = value
-                for call in self._calls.values():
-                    call.send_window += delta
-            elif key == f.SETTINGS_MAX_FRAME_SIZE:
-                if not f.DEFAULT_MAX_FRAME <= value <= 2**24 - 1:
-                    raise ConnectionError_(f.PROTOCOL_ERROR, "max frame size out of range")
-                self._max_frame = value
-        self._write(f.SETTINGS_ACK)
-        self._wake_senders()
+        """Give a stream's received bytes back to the client's window, unless the call
+        already holds as many unread messages as it may."""
+        if not call.finished and len(call.messages) < UNREAD_MESSAGES:
+            self._core.give_credit(call.stream)
 
     # -- calls ----------------------------------------------------------------------------
 
-    def _headers(self, stream_id: int, flags: int, block: bytes) -> None:
-        try:
-            fields = self._decoder.decode(block)
-        except HeaderBlockError as exc:
-            raise ConnectionError_(f.COMPRESSION_ERROR, str(exc)) from None
-        call = self._calls.get(stream_id)
-        if call is not None:  # trailers from the client: only END_STREAM matters
-            if flags & f.END_STREAM:
-                self._remote_closed(call)
-            return
-        if stream_id <= self._last_stream:
-            return  # a stream that ended already
-        if self._closing:
-            self._write(f.rst_stream(stream_id, f.REFUSED_STREAM))
-            return
-        self._last_stream = stream_id
-        self._open(stream_id, fields, bool(flags & f.END_STREAM))
-
-    def _open(self, stream_id: int, fields: list[tuple[bytes, bytes]], ended: bool) -> None:
-        head = RequestHeaders(fields)
+    def _open(self, event: RequestReceived) -> None:
+        head = RequestHeaders(event.fields)
         service = self._service
         method = service.methods.get(head.path)
         context = CallContext(head.metadata, head.timeout)
-        call = Call(
-            stream_id, method, context, self._initial_send_window, service.max_message,
-            self._budget,
-        )  # fmt: skip
-        call.remote_closed = ended
-        self._calls[stream_id] = call
+        stream = self._core.streams.get(event.stream_id)
+        if stream is None:
+            return  # reset by the client in the same read
+        call = Call(stream, method, context, service.max_message, self._budget)
+        call.remote_closed = event.ended
+        self._calls[event.stream_id] = call
         if not head.content_type.startswith(b"application/grpc"):
             self._trailers_only_http(call, f.UNSUPPORTED_MEDIA_TYPE)
             return
@@ -474,7 +349,7 @@ class GrpcConnection(asyncio.BufferedProtocol):
         if head.encoding and head.encoding != b"identity":
             wbits = INFLATE_WBITS.get(head.encoding)
             if wbits is None:
-                encoding = head.encoding.decode("latin-1")
+                encoding = head.encoding[:64].decode("latin-1")  # not echoed whole
                 self._end(
                     call, grpc.StatusCode.UNIMPLEMENTED,
                     f"grpc-encoding {encoding!r} is not supported: send identity, gzip or "
@@ -488,11 +363,19 @@ class GrpcConnection(asyncio.BufferedProtocol):
             except Unauthenticated as exc:
                 self._end(call, grpc.StatusCode.UNAUTHENTICATED, exc.message)
                 return
+        if head.bad_timeout:
+            value = head.bad_timeout[:32].decode("latin-1")
+            self._end(
+                call, grpc.StatusCode.INTERNAL,
+                f"malformed grpc-timeout {value!r}: expected 1 to 8 digits and a unit of "
+                "H, M, S, m, u or n",
+            )  # fmt: skip
+            return
         if head.timeout is not None:
             call.deadline_timer = self._loop.call_later(head.timeout, self._deadline_passed, call)
         if method.streaming:
             call.task = self._loop.create_task(self._stream(call))
-        elif ended:
+        elif event.ended:
             self._end(call, grpc.StatusCode.INTERNAL, "the call sent no request message")
 
     def _deadline_passed(self, call: Call) -> None:
@@ -527,7 +410,12 @@ class GrpcConnection(asyncio.BufferedProtocol):
         assert method is not None
         context = call.context
         try:
-            response = await method.function(method.deserialize(call.messages.popleft()), context)
+            message = call.take()
+        except MessageFailure as exc:
+            self._message_failed(call, exc)
+            return
+        try:
+            response = await method.function(method.deserialize(message), context)
             payload = method.serialize(response)
         except grpc.aio.AbortError:
             self._end(call, context.code() or grpc.StatusCode.UNKNOWN, context.details())
@@ -544,11 +432,14 @@ class GrpcConnection(asyncio.BufferedProtocol):
         assert method is not None
         context = call.context
         try:
-            responses = method.function(call.requests(self._give_credit), context)
+            requests = call.requests(self._give_credit, self._message_failed)
+            responses = method.function(requests, context)
             async for response in responses:
                 payload = method.serialize(response)
                 if not self._send(call, payload, False):
                     await self._send_slowly(call, payload, False)
+                if call.finished:
+                    return  # reset, by the client or for a stalled send
         except grpc.aio.AbortError:
             self._end(call, context.code() or grpc.StatusCode.UNKNOWN, context.details())
             return
@@ -571,39 +462,21 @@ class GrpcConnection(asyncio.BufferedProtocol):
             return True
         if isinstance(payload, bytes):
             size = len(payload)
-            pieces: list[Any] = [payload]
+            pieces: list[Any] = [f.message_prefix(size), payload]
         else:
-            pieces = [f.byte_view(piece) for piece in payload]
-            size = sum(len(piece) for piece in pieces)
+            views = [f.byte_view(piece) for piece in payload]
+            size = sum(len(piece) for piece in views)
             if size <= SMALL_PAYLOAD:  # a few small pieces: one buffer is cheaper to write
-                pieces = [b"".join(pieces)]
+                views = [b"".join(views)]
+            pieces = [f.message_prefix(size), *views]
         if size > self._service.max_message:
             self._refuse_response(call, size)
             return True
-        framed = size + 5
-        if (
-            framed > self._max_frame
-            or framed > self._send_window
-            or framed > call.send_window
-            or self._writable is not None
-        ):
+        if self._writable is not None:
             return False
-        self._send_window -= framed
-        call.send_window -= framed
-        parts: list[Any] = []
-        if not call.headers_sent:
-            call.headers_sent = True
-            parts.append(_RESPONSE_HEADERS_FRAME(call.stream_id))
-        parts.append(f.frame_header(framed, f.DATA, 0, call.stream_id))
-        parts.append(f.message_prefix(size))
-        parts += pieces
-        if last:
-            parts.append(f.frame_header(len(f.OK_TRAILERS), f.HEADERS, _END, call.stream_id))
-            parts.append(f.OK_TRAILERS)
-        self._output += parts
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            self._loop.call_soon(self._flush)
+        if not self._core.send_message(call.stream, pieces, size + 5, not call.headers_sent, last):
+            return False
+        call.headers_sent = True
         if last:
             self._finished(call)
         return True
@@ -618,13 +491,18 @@ class GrpcConnection(asyncio.BufferedProtocol):
         )
         size = sum(len(piece) for piece in pieces)
         cursor = f.PieceCursor([memoryview(f.message_prefix(size)), *pieces])
+        core = self._core
+        stream = call.stream
         if not call.headers_sent:
             call.headers_sent = True
-            self._write(_RESPONSE_HEADERS_FRAME(call.stream_id))
+            core.send_response_headers(stream)
         left = size + 5
-        stream_id = call.stream_id
         turn = self._send_turn
         held = False
+        # A client that gives no window back (or does not read) for the send timeout loses
+        # the call: its response is not held for ever.
+        timeout = self._service.limits.send_timeout or None
+        deadline = None if timeout is None else self._loop.time() + timeout
         try:
             await turn.acquire()
             held = True
@@ -632,42 +510,59 @@ class GrpcConnection(asyncio.BufferedProtocol):
                 if call.finished or self._closed:
                     return
                 if self._writable is not None:
-                    await self._writable
+                    if not await self._until(self._writable, deadline):
+                        break
                     continue
-                if call.send_window <= 0:
+                if core.stream_window(stream) <= 0:
                     # Only this stream is blocked: let the others' messages go meanwhile.
                     turn.release()
                     held = False
-                    await self._window_growth()
+                    if not await self._until(self._window_growth(), deadline):
+                        break
                     await turn.acquire()
                     held = True
                     continue
-                room = min(self._send_window, call.send_window, left)
+                room = min(core.send_room(stream), left)
                 if room <= 0:
-                    await self._window_growth()
+                    if not await self._until(self._window_growth(), deadline):
+                        break
                     continue
                 # Every frame the windows allow now, in one write.
-                self._send_window -= room
-                call.send_window -= room
                 left -= room
-                parts: list[Any] = []
-                while room:
-                    chunk = min(room, self._max_frame)
-                    parts.append(f.frame_header(chunk, f.DATA, 0, stream_id))
-                    parts += cursor.take(chunk)
-                    room -= chunk
-                self._output += parts
+                core.send_data(stream, room, cursor.take)
                 self._flush()
+                if deadline is not None and timeout is not None:
+                    deadline = self._loop.time() + timeout  # progress: the clock restarts
         finally:
             if held:
                 turn.release()
+        if left and not call.finished and not self._closed:
+            log.info(
+                "gRPC call %s reset: its client took no more of its response for %g s "
+                "(--grpc-send-timeout)", call.stream_id, timeout,
+            )  # fmt: skip
+            self._core.reset_stream(stream, f.CANCEL)
+            self._finished(call)
+            return
         if last:
             self._end(call, grpc.StatusCode.OK, "")
 
-    async def _window_growth(self) -> None:
-        """Until the client gives window back (a WINDOW_UPDATE or SETTINGS)."""
+    async def _until(self, waiter: asyncio.Future[None], deadline: float | None) -> bool:
+        """Wait for ``waiter`` (shared by every sender: never cancelled here) until
+        ``deadline``; False when the deadline passed first."""
+        if deadline is None:
+            await waiter
+            return True
+        try:
+            await asyncio.wait_for(asyncio.shield(waiter), deadline - self._loop.time())
+        except TimeoutError:
+            return False
+        return True
+
+    def _window_growth(self) -> asyncio.Future[None]:
+        """Done when the client gives window back (a WINDOW_UPDATE or SETTINGS)."""
         self._window_grew = self._window_grew or self._loop.create_future()
-        await self._window_grew
+        return self._window_grew
 
     def _wake_senders(self) -> None:
         waiter = self._window_grew
@@ -685,21 +580,21 @@ class GrpcConnection(asyncio.BufferedProtocol):
         if not call.headers_sent:
             block = f.RESPONSE_HEADERS + block
             call.headers_sent = True
-        self._write_header_block(call.stream_id, block, end_stream=True)
+        self._core.send_headers(call.stream, block, end_stream=True)
         self._finished(call)
 
     def _trailers_only_http(self, call: Call, block: bytes) -> None:
-        self._write_header_block(call.stream_id, block, end_stream=True)
+        self._core.send_headers(call.stream, block, end_stream=True)
         self._finished(call)
 
     def _finished(self, call: Call) -> None:
         call.drop()
         if call.deadline_timer is not None:
             call.deadline_timer.cancel()
+            call.deadline_timer = None
         self._calls.pop(call.stream_id, None)
-        if not call.remote_closed:
-            # The client may still be sending; tell it to stop (RFC 9113 8.1).
-            self._write(f.rst_stream(call.stream_id, f.NO_ERROR))
+        call.task = None  # no cycle through a finished task's frames
+        self._idle_timer()
         self._service.call_ended(self)
 
     def _refuse_message(self, call: Call, size: int) -> None:
@@ -714,32 +609,18 @@ class GrpcConnection(asyncio.BufferedProtocol):
             f"Sent message larger than max ({size} vs. {self._service.max_message})",
         )  # fmt: skip
 
-    def _write_header_block(self, stream_id: int, block: bytes, *, end_stream: bool) -> None:
-        """``block`` as HEADERS plus CONTINUATION frames within the client's frame size."""
-        limit = self._max_frame
-        first, rest = block[:limit], block[limit:]
-        flags = (f.END_STREAM if end_stream else 0) | (0 if rest else f.END_HEADERS)
-        parts = [f.frame_header(len(first), f.HEADERS, flags, stream_id), first]
-        while rest:
-            chunk, rest = rest[:limit], rest[limit:]
-            flags = 0 if rest else f.END_HEADERS
-            parts += [f.frame_header(len(chunk), f.CONTINUATION, flags, stream_id), chunk]
-        self._write(b"".join(parts))
-
-    def _write(self, data: bytes) -> None:
-        """Queue ``data``; everything queued in one turn of the loop goes in one write."""
-        self._output.append(data)
+    def _schedule_flush(self) -> None:
+        """The core queued output: everything queued in one turn of the loop goes in one
+        write (fewer system calls)."""
         if not self._flush_scheduled:
             self._flush_scheduled = True
             self._loop.call_soon(self._flush)
 
     def _flush(self) -> None:
         self._flush_scheduled = False
-        output = self._output
-        if output:
-            self._output = []
-            if not self._closed and self._transport is not None:
-                self._transport.writelines(output)
+        output = self._core.data_to_send()
+        if output and not self._closed and self._transport is not None:
+            self._transport.writelines(output)
 
     # -- ending ---------------------------------------------------------------------------
 
@@ -754,54 +635,37 @@ class GrpcConnection(asyncio.BufferedProtocol):
         PING follows; once its ACK is back, every call the client sent before reading the
         first GOAWAY has arrived, and the final GOAWAY names the last one.
         """
-        if not self._going_away and not self._closing:
-            self._going_away = True
-            self._write(f.goaway(f.MAX_WINDOW, f.NO_ERROR) + _DRAIN_PING)
+        if not self._core.going_away and not self._core.closing:
+            self._core.start_drain()
             # A client that never answers the PING is not waited for long.
             self._loop.call_later(1.0, self._last_goaway)
 
     def _last_goaway(self) -> None:
-        if not self._closing and not self._closed:
-            self._closing = True
-            self._write(f.goaway(self._last_stream, f.NO_ERROR))
+        if not self._closed:
+            self._core.final_goaway()
         if self.idle:
             self.close()
 
     @property
     def closing(self) -> bool:
-        return self._closing
+        return self._core.closing
 
     def cancel_calls(self) -> None:
         """The drain is over: cancel every running call (the client sees CANCELLED)."""
         for call in list(self._calls.values()):
             if call.task is not None:
                 call.task.cancel()
-            self._write(f.rst_stream(call.stream_id, f.CANCEL))
+                call.task = None
             call.drop()
         self._calls.clear()
+        self._core.cancel_all()
 
     def close(self) -> None:
         self._flush()
         if self._transport is not None and not self._closed:
             self._transport.close()
 
-    def _fail(self, code: int, why: str) -> None:
-        log.info("closing a gRPC connection: %s", why)
-        if self._preface:
-            self._write(f.goaway(self._last_stream, code, why.encode()[:256]))
-        self._closing = True
+    def _fail(self, event: ConnectionTerminated) -> None:
+        log.info("closing a gRPC connection: %s", event.why)
         self.cancel_calls()
         self.close()
-        self._pending = b""
-        self._data_left = self._data_padding = 0
-
-
-_END = f.END_STREAM | f.END_HEADERS
-_DRAIN_PING_DATA = b"draining"
-_DRAIN_PING = f.frame_header(8, f.PING, 0, 0) + _DRAIN_PING_DATA
-
-
-def _RESPONSE_HEADERS_FRAME(stream_id: int) -> bytes:
-    return f.frame_header(len(f.RESPONSE_HEADERS), f.HEADERS, f.END_HEADERS, stream_id) + (
-        f.RESPONSE_HEADERS
-    )

@@ -51,6 +51,7 @@ FRAME_SIZE_ERROR = 0x6
 REFUSED_STREAM = 0x7
 CANCEL = 0x8
 COMPRESSION_ERROR = 0x9
+ENHANCE_YOUR_CALM = 0xB
 
 DEFAULT_WINDOW = 65_535
 DEFAULT_MAX_FRAME = 16_384
@@ -143,6 +144,7 @@ _CONTENT_TYPE = 31  # static table entry "content-type"
 
 RESPONSE_HEADERS = _STATUS_200 + literal_indexed_name(_CONTENT_TYPE, b"application/grpc")
 UNSUPPORTED_MEDIA_TYPE = literal_indexed_name(8, b"415")  # ":status" name, value 415
+METHOD_NOT_ALLOWED = literal_indexed_name(8, b"405")
 
 
 def status_fields(code: int, message: str = "") -> bytes:
@@ -162,9 +164,13 @@ def percent_encode(message: str) -> bytes:
 
 
 def parse_timeout(value: str) -> float | None:
-    """Seconds in a ``grpc-timeout`` value ("100m", "5S"...); None when it does not parse."""
+    """Seconds in a ``grpc-timeout`` value ("100m", "5S"...); None when it does not parse
+    (gRPC's spec: at most 8 ASCII digits, then one unit)."""
     units = {"H": 3600.0, "M": 60.0, "S": 1.0, "m": 1e-3, "u": 1e-6, "n": 1e-9}
-    if len(value) < 2 or value[-1] not in units or not value[:-1].isdigit():
+    digits = value[:-1]
+    if not 1 <= len(digits) <= 8 or value[-1] not in units:
+        return None
+    if not (digits.isascii() and digits.isdigit()):
         return None
     return int(value[:-1]) * units[value[-1]]
 

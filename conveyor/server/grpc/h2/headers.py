@@ -23,11 +23,69 @@ class HeaderBlockError(Exception):
     """A header block HPACK cannot decode: the connection's table is unusable after it."""
 
 
+class HeaderListTooLarge(HeaderBlockError):
+    """A header block that decodes past the header-list limit (decoding stopped there)."""
+
+
+# Request pseudo-headers (RFC 9113 8.3.1) and fields that HTTP/2 forbids (8.2.2).
+_PSEUDO = frozenset((b":method", b":scheme", b":path", b":authority"))
+_REQUIRED = (b":method", b":scheme", b":path")
+_CONNECTION_SPECIFIC = frozenset(
+    (b"connection", b"keep-alive", b"proxy-connection", b"transfer-encoding", b"upgrade")
+)
+
+
+class Decoded:
+    """One decoded request header block: its fields, their size by HPACK's measure (name +
+    value + 32 each), and why it is a malformed request (RFC 9113 8.1.1), or ""."""
+
+    __slots__ = ("fields", "malformed", "method", "size")
+
+    def __init__(self, fields: Fields) -> None:
+        self.fields = fields
+        self.size = sum(len(name) + len(value) + 32 for name, value in fields)
+        self.method = b""
+        self.malformed = self._check()
+
+    def _check(self) -> str:
+        seen: set[bytes] = set()
+        regular = False
+        for name, value in self.fields:
+            if name[:1] == b":":
+                if regular:
+                    return f"pseudo-header {name!r} after a regular field"
+                if name not in _PSEUDO:
+                    return f"unknown pseudo-header {name!r}"
+                if name in seen:
+                    return f"pseudo-header {name!r} twice"
+                seen.add(name)
+                if name == b":method":
+                    self.method = value
+                continue
+            regular = True
+            if name != name.lower():
+                return f"field name {name!r} is not lowercase"
+            if name in _CONNECTION_SPECIFIC:
+                return f"connection-specific field {name!r}"
+            if name == b"te" and value != b"trailers":
+                return f"te: {value!r} (only 'trailers' is allowed)"
+        for name in _REQUIRED:
+            if name not in seen:
+                return f"no {name.decode()} pseudo-header"
+        return ""
+
+
+# Blocks decoding to more than this are not cached: the cache of a connection stays small.
+_CACHED_SIZE = 2048
+
+
 class HeaderDecoder:
     """Decodes a connection's header blocks, from a cache while the dynamic table is unchanged.
 
     A client repeating a call sends the same few bytes (indexed fields) each time; their
     meaning changes only when the table does, so the cache is emptied whenever it does.
+    Decoding stops past ``max_header_list_size`` bytes of fields: a block of a few bytes per
+    field that names one large table entry many times is not decoded to megabytes.
     """
 
     __slots__ = ("_decoded", "_decoder")
@@ -35,9 +93,9 @@ class HeaderDecoder:
     def __init__(self, max_header_list_size: int) -> None:
         self._decoder = hpack.Decoder()
         self._decoder.max_header_list_size = max_header_list_size
-        self._decoded: dict[bytes, Fields] = {}
+        self._decoded: dict[bytes, Decoded] = {}
 
-    def decode(self, block: bytes) -> Fields:
+    def decode(self, block: bytes) -> Decoded:
         cached = self._decoded.get(block)
         if cached is not None:
             return cached
@@ -45,26 +103,33 @@ class HeaderDecoder:
         before = (len(entries), id(entries[0]) if entries else 0)
         try:
             fields = cast(Fields, self._decoder.decode(block, raw=True))
+        except hpack.OversizedHeaderListError:
+            limit = self._decoder.max_header_list_size
+            raise HeaderListTooLarge(
+                f"a header list over {limit} bytes (SETTINGS_MAX_HEADER_LIST_SIZE)"
+            ) from None
         except Exception as exc:  # hpack's errors
             raise HeaderBlockError(f"bad header block: {exc}") from None
+        decoded = Decoded(fields)
         if (len(entries), id(entries[0]) if entries else 0) != before:
             self._decoded.clear()
-        elif len(self._decoded) < 64:
-            self._decoded[block] = fields
-        return fields
+        elif len(self._decoded) < 64 and decoded.size <= _CACHED_SIZE:
+            self._decoded[block] = decoded
+        return decoded
 
 
 class RequestHeaders:
     """What a call's HEADERS say: its method's path, content type, message encoding,
     ``grpc-timeout`` (seconds, None when absent) and metadata (``-bin`` values decoded)."""
 
-    __slots__ = ("content_type", "encoding", "metadata", "path", "timeout")
+    __slots__ = ("bad_timeout", "content_type", "encoding", "metadata", "path", "timeout")
 
     def __init__(self, fields: Fields) -> None:
         self.path = ""
         self.content_type = b""
         self.encoding = b""
         self.timeout: float | None = None
+        self.bad_timeout = b""  # a grpc-timeout value that does not parse
         metadata: list[tuple[str, str | bytes]] = []
         for name, value in fields:
             if name[:1] == b":":
@@ -75,6 +140,8 @@ class RequestHeaders:
                 self.content_type = value
             elif name == b"grpc-timeout":
                 self.timeout = parse_timeout(value.decode("latin-1"))
+                if self.timeout is None:
+                    self.bad_timeout = value
             elif name == b"grpc-encoding":
                 self.encoding = value
             elif name in _NOT_METADATA:

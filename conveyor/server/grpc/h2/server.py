@@ -15,15 +15,21 @@ import ssl
 from conveyor.protocol.grpc.methods import METHODS
 from conveyor.server.auth import BearerAuth
 from conveyor.server.grpc.h2.connection import GrpcConnection
+from conveyor.server.grpc.h2.limits import Limits
 from conveyor.server.grpc.service import Bound
 
 
 class GrpcService:
     def __init__(
-        self, methods: dict[str, Bound], max_message: int, auth: BearerAuth | None
+        self,
+        methods: dict[str, Bound],
+        max_message: int,
+        auth: BearerAuth | None,
+        limits: Limits | None = None,
     ) -> None:
         self.methods = {METHODS[name].path: bound for name, bound in methods.items()}
         self.max_message = max_message
+        self.limits = limits or Limits()
         self.auth = auth
         self.connections: set[GrpcConnection] = set()
         self.draining = False
