@@ -1,0 +1,45 @@
+"""``minilm`` on OpenAI's embeddings API, called with the ``openai`` client: the same floats
+as V2 infer, and usage counted by the real tokenizer."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import openai
+import pytest
+import tritonclient.http as httpclient
+
+from conveyor.testing import RunningServer, run_server
+from tests.minilm.reference import assert_matches, load_reference
+
+ALL, ALL_EXPECTED, _ = load_reference()
+# OpenAI's API refuses an empty text; the reference set has one.
+KEEP = [index for index, sentence in enumerate(ALL) if sentence]
+SENTENCES, EXPECTED = [ALL[index] for index in KEEP], ALL_EXPECTED[KEEP]
+
+
+@pytest.fixture(scope="module")
+def server(minilm_weights: Path) -> Iterator[RunningServer]:
+    with run_server(ready_timeout=300) as running:
+        yield running
+
+
+def test_openai_client_gets_the_v2_embeddings_and_token_usage(server: RunningServer) -> None:
+    client = openai.OpenAI(base_url=f"{server.http_url}/v1", api_key="unused", max_retries=0)
+    answer = client.embeddings.create(model="minilm", input=SENTENCES, encoding_format="float")
+    got = np.array([item.embedding for item in answer.data], dtype=np.float32)
+    assert_matches(got, EXPECTED)
+
+    v2 = httpclient.InferenceServerClient(server.http_url.removeprefix("http://"))
+    tensor = httpclient.InferInput("TEXT", [len(SENTENCES)], "BYTES")
+    tensor.set_data_from_numpy(np.array([s.encode() for s in SENTENCES], dtype=object))
+    wanted = [httpclient.InferRequestedOutput("EMBEDDING")]
+    result = v2.infer("minilm", [tensor], outputs=wanted)
+    assert got.tobytes() == result.as_numpy("EMBEDDING").tobytes()
+
+    # "hello world": [CLS] hello world [SEP], as the tokenizer counts it.
+    one = client.embeddings.create(model="minilm", input="hello world")
+    assert (one.usage.prompt_tokens, one.usage.total_tokens) == (4, 4)
+    assert "minilm" in [model.id for model in client.models.list()]
