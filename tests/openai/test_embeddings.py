@@ -4,6 +4,8 @@ the V2 infer path on the same server."""
 from __future__ import annotations
 
 import base64
+import concurrent.futures
+import time
 from collections.abc import Iterator
 
 import numpy as np
@@ -151,3 +153,23 @@ def test_wrong_method_and_path_are_openai_errors(server: RunningServer) -> None:
         urllib.request.urlopen(f"{server.http_url}/v1/embeddings", timeout=10)
     assert caught.value.code == 405
     assert b'"invalid_request_error"' in caught.value.read()
+
+
+def test_a_request_whose_client_went_away_never_runs(
+    client: openai.OpenAI, v2: httpclient.InferenceServerClient
+) -> None:
+    def successes() -> int:
+        (stats,) = v2.get_inference_statistics("toy")["model_stats"]
+        return int(stats["inference_stats"]["success"]["count"])
+
+    before = successes()
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        # The model's one instance sleeps on this request; the next one waits in the queue.
+        busy = pool.submit(client.embeddings.create, model="toy", input="sleep 2")
+        time.sleep(0.5)
+        with pytest.raises(openai.APITimeoutError):
+            client.with_options(timeout=0.5).embeddings.create(model="toy", input="queued")
+        assert len(busy.result(timeout=30).data) == 1
+    # Had the dropped request run, it would have run right after the sleeping one.
+    time.sleep(0.5)
+    assert successes() == before + 1

@@ -8,6 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 MODEL = """
+import time
+
 import numpy as np
 
 
@@ -16,6 +18,8 @@ class Model:
 
     def infer(self, inputs):
         texts = [bytes(value) for value in inputs["TEXT"].reshape(-1)]
+        if texts[0].startswith(b"sleep "):  # holds the one instance, for the cancel test
+            time.sleep(float(texts[0].split()[1]))
         rows = []
         for text in texts:
             codes = np.frombuffer(text, dtype=np.uint8).astype(np.float32)
@@ -30,6 +34,7 @@ class Model:
 CONFIG = """
 backend = "python"
 max_batch_size = 0
+instances = 1
 
 [[inputs]]
 name = "TEXT"
