@@ -17,6 +17,7 @@ from typing import Any
 from conveyor.errors import RepositoryError
 from conveyor.protocol.datatypes import DATATYPES, is_datatype
 from conveyor.repository.ensemble import ENSEMBLE, EnsembleStep, check_graph, parse_steps
+from conveyor.repository.openai_spec import OpenAIEmbeddings, parse_openai
 from conveyor.repository.ray_scaling import RayScaling, parse_ray_scaling, toml_key
 from conveyor.repository.sequences import SequenceBatching, parse_sequence_batching
 
@@ -132,6 +133,8 @@ class ModelConfig:
     # Replicas and autoscaling when the repository is deployed on Ray Serve (conveyor ray);
     # conveyor serve ignores it.
     ray: RayScaling = dataclasses.field(default_factory=RayScaling)
+    # Served on OpenAI's /v1/embeddings (config.toml's [openai]); None: not served there.
+    openai: OpenAIEmbeddings | None = None
 
     @property
     def batching(self) -> bool:
@@ -161,6 +164,7 @@ _TOP_KEYS = {
     "decoupled",
     "steps",
     "ray",
+    "openai",
 }
 _TENSOR_KEYS = {"name", "datatype", "shape", "optional"}
 _INPUT_KEYS = _TENSOR_KEYS | {"allow_ragged_batch"}
@@ -283,6 +287,14 @@ def parse_config(name: str, raw: Mapping[str, Any], *, backend: str | None = Non
     outputs = _tensors(raw.get("outputs", []), "outputs", fail)
     steps = _ensemble_steps(name, raw, chosen_backend, inputs, outputs, fail)
     ray = parse_ray_scaling(raw.get("ray", {}), fail, toml_key)
+    openai = None
+    if "openai" in raw:
+        openai = parse_openai(
+            raw["openai"],
+            {t.name: t.datatype for t in inputs},
+            {t.name: t.datatype for t in outputs},
+            fail,
+        )
 
     return ModelConfig(
         name=name,
@@ -301,6 +313,7 @@ def parse_config(name: str, raw: Mapping[str, Any], *, backend: str | None = Non
         decoupled=decoupled,
         ensemble_steps=steps,
         ray=ray,
+        openai=openai,
     )
 
 

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from conveyor.engine.engine import ModelInfo
     from conveyor.protocol.parameters import RequestOptions
     from conveyor.protocol.shared_memory import SharedMemoryUse
+    from conveyor.repository.openai_spec import OpenAIEmbeddings
     from conveyor.server.log_output import LogControl
     from conveyor.server.metrics import LatencyHistograms
     from conveyor.streams import ResponseStream
@@ -171,6 +172,19 @@ class DataPlane(TraceExtension):
         if not name:
             raise InvalidInput("the model name is empty; name a model")
         return self._engine().model(name, version or None)
+
+    # -- OpenAI embeddings (conveyor/server/openai.py translates; infer runs them) ------------
+
+    def openai_embeddings(self, name: str) -> OpenAIEmbeddings | None:
+        """``name``'s ``[openai]`` table (its ready, newest version); None when it has none.
+        Raises as ``infer`` would for a model that is not there."""
+        return self._model(name, None).config.openai
+
+    def openai_models(self) -> list[str]:
+        """The ready models that serve OpenAI's embeddings API, by name."""
+        engine = self._engine()
+        names = {e.name for e in engine.repository_index() if e.state == "READY"}
+        return sorted(name for name in names if engine.model(name, None).config.openai)
 
     # -- model repository -------------------------------------------------------------------
 

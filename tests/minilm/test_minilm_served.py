@@ -68,7 +68,11 @@ def test_metadata_declares_text_in_embedding_out(client: httpclient.InferenceSer
     metadata = client.get_model_metadata("minilm")
     assert metadata["platform"] == "ensemble"
     assert metadata["inputs"] == [{"name": "TEXT", "datatype": "BYTES", "shape": [-1]}]
-    assert metadata["outputs"] == [{"name": "EMBEDDING", "datatype": "FP32", "shape": [-1, 384]}]
+    assert metadata["outputs"] == [
+        {"name": "EMBEDDING", "datatype": "FP32", "shape": [-1, 384]},
+        # The tokenizer's mask: OpenAI's /v1/embeddings counts tokens from it.
+        {"name": "attention_mask", "datatype": "INT64", "shape": [-1, -1]},
+    ]
     steps = client.get_model_config("minilm")["ensemble_scheduling"]["step"]
     assert [step["model_name"] for step in steps] == ["minilm_tokenizer", "minilm_encoder"]
 

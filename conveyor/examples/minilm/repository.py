@@ -83,6 +83,19 @@ name = "EMBEDDING"
 datatype = "FP32"
 shape = [-1, {hidden}]
 
+# The tokenizer's mask, so OpenAI's usage counts the real tokens.
+[[outputs]]
+name = "attention_mask"
+datatype = "INT64"
+shape = [-1, -1]
+
+# Served on OpenAI's /v1/embeddings too; the encoder already L2-normalises.
+[openai]
+input = "TEXT"
+output = "EMBEDDING"
+token_mask = "attention_mask"
+max_inputs = {max_texts}
+
 [[steps]]
 model = "minilm_tokenizer"
 input_map = {{ TEXT = "TEXT" }}
@@ -126,7 +139,7 @@ def write_models(weights: Path, target: Path) -> list[str]:
         _link_encoder(encoder_file, target / encoder, backend)
         (target / ensemble).mkdir(parents=True, exist_ok=True)
         (target / ensemble / "config.toml").write_text(
-            _ENSEMBLE_CONFIG.format(hidden=HIDDEN, encoder=encoder)
+            _ENSEMBLE_CONFIG.format(hidden=HIDDEN, encoder=encoder, max_texts=MAX_TEXTS)
         )
     return ["minilm_tokenizer", *(encoder for encoder, _ in encoders.values()), *encoders]
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from conveyor.errors import ConveyorError, InvalidInput, ModelNotFound
 from conveyor.protocol import binary, infer
 from conveyor.protocol.json_codec import dumps, loads
+from conveyor.server import openai
 from conveyor.server.generate import only_response
 
 if TYPE_CHECKING:
@@ -177,6 +178,8 @@ class V2Routes:
     async def _dispatch(
         self, method: str, path: str, read_body: ReadBody, header_length: bytes | None
     ) -> Reply | StreamingReply:
+        if openai.is_openai_path(path):  # OpenAI's embeddings API: its own errors and shapes
+            return await openai.handle(self.data, method, path, read_body)
         parts = path.split("/")
         if len(parts) < 2 or parts[1] != "v2" or parts[0]:
             raise NotFoundRoute(f"no route {path!r}; V2 routes start with /v2")

@@ -61,6 +61,8 @@ CONTROL_METHODS = frozenset(
         "system_shared_memory_status",
         "cuda_shared_memory",
         "is_decoupled",
+        "openai_embeddings",
+        "openai_models",
     }
 )
 ASYNC_METHODS = frozenset({"load", "unload"})

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 
     from conveyor.protocol.parameters import RequestOptions
     from conveyor.protocol.shared_memory import SharedMemoryUse
+    from conveyor.repository.openai_spec import OpenAIEmbeddings
     from conveyor.server.tracing.trace import RequestTrace
 
 # How long an answered request's latency may wait to reach the engine process's histograms
@@ -193,6 +194,14 @@ class RemoteDataPlane(DataPlane):
 
     def model_config(self, name: str, version: str | None) -> dict[str, Any]:
         value: dict[str, Any] = self._call("model_config", name, version)
+        return value
+
+    def openai_embeddings(self, name: str) -> OpenAIEmbeddings | None:
+        value: OpenAIEmbeddings | None = self._call("openai_embeddings", name)
+        return value
+
+    def openai_models(self) -> list[str]:
+        value: list[str] = self._call("openai_models")
         return value
 
     def statistics(self, name: str | None, version: str | None) -> dict[str, Any]:

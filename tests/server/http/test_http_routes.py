@@ -107,7 +107,7 @@ def test_model_control_is_off_by_default(triton) -> None:
     ("method", "path", "status"),
     [
         ("GET", "/", 404),
-        ("GET", "/v1/models", 404),
+        ("GET", "/v1/nothing", 404),  # /v1/embeddings and /v1/models are OpenAI's
         ("GET", "/v2/nothing", 404),
         ("POST", "/v2/health/ready", 405),
         ("GET", "/v2/models/tiny/infer", 405),

@@ -1,0 +1,92 @@
+"""A model's OpenAI embeddings door: which tensors carry texts and embeddings.
+
+config.toml declares it in an ``[openai]`` table; a model without one is not served on
+``/v1/embeddings``. Checked here, once, into :class:`OpenAIEmbeddings`, against the
+model's own inputs and outputs, so a typo fails at load and never on a request.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+from conveyor.errors import RepositoryError
+
+# OpenAI's own limit on inputs per request; characters per input is ours (OpenAI counts
+# 8,192 tokens; a token is rarely more than 4 characters).
+DEFAULT_MAX_INPUTS = 2048
+DEFAULT_MAX_CHARS = 32768
+
+
+@dataclasses.dataclass(frozen=True)
+class OpenAIEmbeddings:
+    """The ``[openai]`` table: a model that answers OpenAI's embeddings API."""
+
+    input: str  # the BYTES input that takes the texts, one per row
+    output: str  # the FP32 output with one embedding per text
+    # L2-normalise each embedding before answering (false for a model that already does).
+    normalize: bool = False
+    # An output with one row per text whose non-zero entries count its tokens (a
+    # tokenizer's attention mask): usage.prompt_tokens. None: usage counts 0.
+    token_mask: str | None = None
+    # The model's embeddings may be cut to their first ``dimensions`` values (Matryoshka
+    # training); re-normalised after cutting.
+    truncatable: bool = False
+    max_inputs: int = DEFAULT_MAX_INPUTS
+    max_chars: int = DEFAULT_MAX_CHARS
+
+
+_KEYS = {"input", "output", "normalize", "token_mask", "truncatable", "max_inputs", "max_chars"}
+
+
+def parse_openai(
+    raw: Any,
+    inputs: dict[str, str],
+    outputs: dict[str, str],
+    fail: Callable[[str], RepositoryError],
+) -> OpenAIEmbeddings:
+    """``raw``: the ``[openai]`` table; ``inputs``/``outputs``: the model's tensors, name ->
+    datatype (an empty mapping when the config leaves them to the model file)."""
+    if not isinstance(raw, dict):
+        raise fail("[openai] must be a table")
+    unknown = set(raw) - _KEYS
+    if unknown:
+        raise fail(
+            f"unknown key {sorted(unknown)[0]!r} in [openai]; known keys are "
+            f"{', '.join(sorted(_KEYS))}"
+        )
+
+    def tensor(key: str, tensors: dict[str, str], kind: str, datatype: str | None) -> str:
+        value = raw.get(key)
+        if not isinstance(value, str) or not value:
+            raise fail(f"openai.{key} must name one of the model's {kind}, got {value!r}")
+        if tensors and value not in tensors:
+            raise fail(
+                f"openai.{key} = {value!r} is not one of the model's {kind}: {', '.join(tensors)}"
+            )
+        if tensors and datatype is not None and tensors[value] != datatype:
+            raise fail(f"openai.{key} = {value!r} must be {datatype}, not {tensors[value]}")
+        return value
+
+    def flag(key: str) -> bool:
+        value = raw.get(key, False)
+        if not isinstance(value, bool):
+            raise fail(f"openai.{key} must be true or false, got {value!r}")
+        return value
+
+    def limit(key: str, default: int) -> int:
+        value = raw.get(key, default)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise fail(f"openai.{key} must be an integer >= 1, got {value!r}")
+        return value
+
+    return OpenAIEmbeddings(
+        input=tensor("input", inputs, "inputs", "BYTES"),
+        output=tensor("output", outputs, "outputs", "FP32"),
+        normalize=flag("normalize"),
+        token_mask=tensor("token_mask", outputs, "outputs", None) if "token_mask" in raw else None,
+        truncatable=flag("truncatable"),
+        max_inputs=limit("max_inputs", DEFAULT_MAX_INPUTS),
+        max_chars=limit("max_chars", DEFAULT_MAX_CHARS),
+    )
