@@ -93,9 +93,10 @@ class LoadedModel(abc.ABC):
     # keeps at most this many executions started and not yet done; the instance thread that
     # started one is free at once to take the next batch.
     max_in_flight: int = 0
-    # False: each output goes back in the shape the model gave it, whatever its config's
-    # dims say (Triton's Python backend sends a tensor's own shape and checks none).
-    checks_output_shapes: bool = True
+    # False: each output goes back with the shape and datatype the model gave it, whatever
+    # its config says (Triton's Python backend sends a tensor's own datatype and shape, and
+    # Triton's core checks neither against the config, only that the output is declared).
+    checks_outputs: bool = True
 
     @abc.abstractmethod
     def run(self, inputs: dict[str, np.ndarray], outputs: Sequence[str]) -> dict[str, np.ndarray]:

@@ -116,7 +116,7 @@ class TritonModel(LoadedModel):
 
     thread_safe = False  # one TritonPythonModel per instance, as Triton gives each its own
     separate_requests = True
-    checks_output_shapes = False  # as Triton's Python backend: a response's own shapes
+    checks_outputs = False  # as Triton's Python backend: a response's own datatypes, shapes
 
     def __init__(
         self, config: ModelConfig, instance: Any, caller: ModelCaller | None, version: str
@@ -362,7 +362,7 @@ class TritonProcessModel(LoadedModel):
     """
 
     separate_requests = True
-    checks_output_shapes = False
+    checks_outputs = False
 
     def __init__(self, config: ModelConfig, version_dir: Path, model_class: type) -> None:
         self.config = config

@@ -383,8 +383,34 @@ instance_group [
 ]
 """
 
+# As python_backend's examples/bls_decoupled sync model: its SUM is ``np.array([0])``
+# (INT64) where the config says TYPE_INT32. Triton sends a tensor's own datatype (and its
+# core checks only that the output is declared), so the client gets INT64.
+OWN_DATATYPE = """
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        return [
+            pb_utils.InferenceResponse([pb_utils.Tensor("SUM", np.array([0, 7]))])
+            for _ in requests
+        ]
+"""
+
+OWN_DATATYPE_PBTXT = """
+name: "own_datatype"
+backend: "python"
+input [ { name: "IN", data_type: TYPE_INT32, dims: [ 1 ] } ]
+output [ { name: "SUM", data_type: TYPE_INT32, dims: [ 1 ] } ]
+"""
+
 # Models whose config is Triton's config.pbtxt, as Triton's repository has it.
-PBTXT_MODELS = {"init_args": (INIT_ARGS, INIT_ARGS_PBTXT)}
+PBTXT_MODELS = {
+    "init_args": (INIT_ARGS, INIT_ARGS_PBTXT),
+    "own_datatype": (OWN_DATATYPE, OWN_DATATYPE_PBTXT),
+}
 
 MODELS = {
     "add_sub": (ADD_SUB, ADD_SUB_CONFIG.format(instances=2)),

@@ -111,6 +111,20 @@ def test_outputs_keep_the_shape_the_model_gave_them(client: Any, protocol: str):
     assert out.tolist() == [7.0]  # the seven keys of initialize()'s args
 
 
+def test_outputs_keep_the_datatype_the_model_gave_them(client: Any, protocol: str):
+    # The model answers INT64 [2] where its config says TYPE_INT32 [1], as python_backend's
+    # examples/bls_decoupled does: Triton passes the tensor on as it is, and so does Conveyor.
+    result = _infer(client, protocol, "own_datatype", {"IN": (np.array([1], np.int32), "INT32")})
+    out = result.as_numpy("SUM")
+    assert out.dtype == np.int64
+    assert out.tolist() == [0, 7]
+    response = result.get_response()
+    datatype = response["outputs"][0]["datatype"] if protocol == "http" else (
+        response.outputs[0].datatype
+    )
+    assert datatype == "INT64"
+
+
 def test_strings_and_request_accessors(client: Any, protocol: str):
     text = np.array([b"hello", "w\u00f6rld".encode()], dtype=np.object_)
     result = _infer(
