@@ -71,8 +71,10 @@ Destinations = Mapping[str, np.ndarray]
 class Responses(Protocol):
     """Where a decoupled model sends the responses of one request (the engine's side)."""
 
-    def send(self, outputs: dict[str, np.ndarray]) -> None:
-        """One response; waits while the consumer is behind; Cancelled once it is gone."""
+    def send(self, outputs: dict[str, np.ndarray], final: bool = False) -> None:
+        """One response; waits while the consumer is behind; Cancelled once it is gone.
+        ``final``: it is the request's last (its ``close`` follows), sent as one with the
+        final flag, as a BLS caller's iterator tells apart from a final flag sent alone."""
 
     def close(self, error: Exception | None = None) -> None:
         """The request is answered: no response follows (``error``: it failed)."""

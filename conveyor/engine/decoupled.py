@@ -235,7 +235,7 @@ class _Responses:
         """True once the stream's consumer went away (Triton's ``is_cancelled``)."""
         return self._stream.closed
 
-    def send(self, outputs: dict[str, np.ndarray]) -> None:
+    def send(self, outputs: dict[str, np.ndarray], final: bool = False) -> None:
         version, request = self._version, self._request
         if self._closed:
             # Triton's words, which models compare with str(exception).
@@ -251,7 +251,7 @@ class _Responses:
         checked = version._check_produced(produced, wanted, request.batch_size)
         if self._timeline is not None:  # tracing: the model sent a response now
             self._timeline.responses.append(time.perf_counter_ns())
-        self._stream.put(checked)
+        self._stream.put(checked, final=final)
 
     def close(self, error: Exception | None = None) -> None:
         with self._lock:

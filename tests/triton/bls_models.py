@@ -5,7 +5,8 @@
   ``TRITONSERVER_REQUEST_FLAG_SEQUENCE_START``, and answers [sum, started, ended].
 - ``countdown``: decoupled; checks ``pb_utils.using_decoupled_model_transaction_policy`` at
   load (refusing to load if it is false), as python_backend's decoupled examples do, then
-  answers IN[0] responses, IN[0]-1 down to 0, and an empty final one.
+  answers IN[0] responses, IN[0]-1 down to 0, then the final flag alone; for an odd IN[0]
+  its last response carries the final flag.
 - ``doubler``: OUT = 2 * IN.
 - ``bls_by_name``: calls the model named by its BYTES input MODEL (``as_numpy()[0]``, a
   bytes, as python_backend's BLS example passes it) with IN, and answers its OUT.
@@ -73,10 +74,14 @@ class TritonPythonModel:
         for request in requests:
             count = int(pb_utils.get_input_tensor_by_name(request, "IN").as_numpy().ravel()[0])
             sender = request.get_response_sender()
+            final = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
             for value in reversed(range(count)):
                 out = pb_utils.Tensor("OUT", np.array([value], np.int64))
-                sender.send(pb_utils.InferenceResponse([out]))
-            sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+                # An odd count: the last response carries the final flag itself.
+                last = value == 0 and count % 2 == 1
+                sender.send(pb_utils.InferenceResponse([out]), flags=final if last else 0)
+            if count % 2 == 0:
+                sender.send(flags=final)
         return None
 """
 

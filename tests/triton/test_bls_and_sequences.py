@@ -99,4 +99,9 @@ def test_bls_streams_a_decoupled_models_responses(server: RunningServer, use_asy
     result = client.infer("bls_stream", [count, flag])
     # 3 + 2 + 1 + 0 from four responses with outputs, then Triton's empty final response.
     assert result.as_numpy("OUT").tolist() == [6, 4, 1]
+    # Three responses, the last sent with the final flag: as Triton's iterator, it is the
+    # last one given, with no empty response after it (qa/async_execute reads every one).
+    count.set_data_from_numpy(np.array([3], np.int64))
+    result = client.infer("bls_stream", [count, flag])
+    assert result.as_numpy("OUT").tolist() == [3, 3, 0]
     client.close()

@@ -19,6 +19,7 @@ from conveyor.triton.pb_utils._tensors import PreferredMemory, Tensor
 
 if TYPE_CHECKING:
     from conveyor.backends.base import ModelCaller, Responses
+    from conveyor.streams import ResponseStream
 
 # Triton's request flags (request.flags()), response flag (sender.send(flags=...)) and
 # request release flags (request.set_release_flags), with Triton's values.
@@ -111,7 +112,9 @@ class InferenceResponseSender:
             if error is not None:
                 self._responses.close(error.to_conveyor())
                 return
-            self._responses.send({t.name(): t.as_numpy() for t in response.output_tensors()})
+            final = bool(flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+            outputs = {t.name(): t.as_numpy() for t in response.output_tensors()}
+            self._responses.send(outputs, final=final)
         if flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL:
             self._responses.close()
 
@@ -129,8 +132,9 @@ class InferenceTrace:
 class ResponseIterator:
     """The responses of a BLS ``exec(decoupled=True)``, in the order the model sent them.
 
-    As Triton's, the last response is an empty one (no outputs) that marks the end; a
-    failure comes as a response whose ``has_error()`` is true, and ends the iteration.
+    As Triton's, the last is the response the model sent with its final flag, or an empty
+    one (no outputs) when the flag came alone; a failure comes as a response whose
+    ``has_error()`` is true, and ends the iteration.
     """
 
     def __init__(self, responses: Iterator[InferenceResponse], cancel: Any = None) -> None:
@@ -333,14 +337,17 @@ class InferenceRequest:
         return ResponseIterator(_responses_of(responses), responses.close)
 
 
-def _responses_of(stream: Iterator[Mapping[str, Any]]) -> Iterator[InferenceResponse]:
+def _responses_of(stream: ResponseStream) -> Iterator[InferenceResponse]:
     try:
         for outputs in stream:
             yield InferenceResponse([Tensor(name, array) for name, array in outputs.items()])
     except ConveyorError as exc:
         yield InferenceResponse(error=TritonError.from_conveyor(exc))
         return
-    yield InferenceResponse()  # the final, empty response that Triton's iterator ends with
+    # As Triton's iterator: a model's response sent with the final flag is the last one; a
+    # final flag sent alone comes as an empty response that ends the iteration.
+    if not stream.ended_with_response:
+        yield InferenceResponse()
 
 
 def _reachable() -> ModelCaller:
