@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Protocol, cast
 
 import numpy as np
 
-from conveyor.backends.base import LoadedModel, RequestData
+from conveyor.backends.base import LoadedModel, RequestData, SequenceInfo
 from conveyor.engine.request import Request
 from conveyor.errors import Cancelled, ConveyorError, ModelError, Unsupported
 from conveyor.futures import InferFuture, Outputs, RequestTimeline
@@ -59,6 +59,7 @@ class ModelVersion(Protocol):
         timeout: float | None,
         request_id: str | None,
         future: InferFuture | None = None,
+        sequence: SequenceInfo | None = None,
         parameters: Mapping[str, object] | None = None,
         timeline: RequestTimeline | None = None,
     ) -> InferFuture: ...
@@ -123,10 +124,12 @@ def start_stream(
     timeout: float | None,
     request_id: str | None,
     buffer: int,
+    sequence: SequenceInfo | None = None,
     parameters: Mapping[str, object] | None = None,
     timeline: RequestTimeline | None = None,
 ) -> ResponseStream:
     """Queue one request of ``version``; return the stream its responses will arrive on.
+    ``sequence``: the request's sequence (never an ensemble's: the engine refuses that).
 
     ``timeline``: stamped as ``submit`` stamps it, plus each response of a decoupled model."""
     stream = ResponseStream(buffer)
@@ -142,17 +145,20 @@ def start_stream(
             timeout=timeout,
             request_id=request_id,
             future=future,
+            sequence=sequence,
             parameters=parameters,
             timeline=timeline,
         )
         future.add_done_callback(lambda done: stream.finish(_error_of(done)))
-    elif parameters and version.config.backend != ENSEMBLE:  # an ensemble takes none
+    elif (parameters or sequence is not None) and version.config.backend != ENSEMBLE:
+        # An ensemble takes neither parameters nor a sequence.
         future = cast(ModelVersion, version).submit(
             inputs,
             outputs=outputs,
             priority=priority,
             timeout=timeout,
             request_id=request_id,
+            sequence=sequence,
             parameters=parameters,
             timeline=timeline,
         )
@@ -201,7 +207,7 @@ def run_decoupled(version: ModelVersion, model: LoadedModel, batch: list[Request
                     inputs,
                     request.outputs,
                     request.future.request_id,
-                    None,
+                    request.sequence,  # a decoupled sequence model's correlation ID, flags
                     request.parameters or {},
                 ),
                 responses,

@@ -3,6 +3,7 @@
 - ``running_sum``: stateful (sequence batching, no control inputs): keeps a sum per
   ``request.correlation_id()`` that restarts when ``request.flags()`` has
   ``TRITONSERVER_REQUEST_FLAG_SEQUENCE_START``, and answers [sum, started, ended].
+- ``running_sum_decoupled``: the same, decoupled (its answers go out on the response sender).
 - ``countdown``: decoupled; checks ``pb_utils.using_decoupled_model_transaction_policy`` at
   load (refusing to load if it is false), as python_backend's decoupled examples do, then
   answers IN[0] responses, IN[0]-1 down to 0, then the final flag alone; for an odd IN[0]
@@ -56,6 +57,37 @@ input [ { name: "IN" data_type: TYPE_INT64 dims: [ 1 ] } ]
 output [ { name: "OUT" data_type: TYPE_INT64 dims: [ 3 ] } ]
 instance_group [ { count: 1 kind: KIND_CPU } ]
 """
+
+# RUNNING_SUM as a decoupled model: each request's answer goes out on its response sender.
+RUNNING_SUM_DECOUPLED = """
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.sums = {}
+
+    def execute(self, requests):
+        start = pb_utils.TRITONSERVER_REQUEST_FLAG_SEQUENCE_START
+        end = pb_utils.TRITONSERVER_REQUEST_FLAG_SEQUENCE_END
+        for request in requests:
+            flags = request.flags()
+            key = request.correlation_id()
+            if flags & start:
+                self.sums[key] = 0
+            value = pb_utils.get_input_tensor_by_name(request, "IN").as_numpy()
+            self.sums[key] += int(value.ravel()[0])
+            out = np.array([self.sums[key], bool(flags & start), bool(flags & end)], np.int64)
+            sender = request.get_response_sender()
+            sender.send(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", out)]))
+            sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+            if flags & end:
+                del self.sums[key]
+        return None
+"""
+
+RUNNING_SUM_DECOUPLED_PBTXT = RUNNING_SUM_PBTXT + "model_transaction_policy { decoupled: true }\n"
 
 COUNTDOWN = """
 import json
@@ -193,6 +225,7 @@ output [ { name: "OUT" data_type: TYPE_INT64 dims: [ 3 ] } ]
 
 MODELS = {
     "running_sum": (RUNNING_SUM, RUNNING_SUM_PBTXT),
+    "running_sum_decoupled": (RUNNING_SUM_DECOUPLED, RUNNING_SUM_DECOUPLED_PBTXT),
     "countdown": (COUNTDOWN, COUNTDOWN_PBTXT),
     "doubler": (DOUBLER, DOUBLER_PBTXT),
     "bls_by_name": (BLS_BY_NAME, BLS_BY_NAME_PBTXT),

@@ -56,6 +56,34 @@ def test_a_sequence_model_sees_tritons_flags_and_correlation_id(
     client.close()
 
 
+def test_a_decoupled_sequence_model_takes_a_streamed_sequence(server: RunningServer):
+    # tritonclient's stream with sequence_id / sequence_start / sequence_end: the sequence
+    # reaches the decoupled model (its correlation ID and flags), as on Triton.
+    arrivals: queue.SimpleQueue[tuple[Any, Any]] = queue.SimpleQueue()
+    client = grpcclient.InferenceServerClient(f"127.0.0.1:{server.grpc_port}")
+    client.start_stream(callback=lambda result, error: arrivals.put((result, error)))
+    try:
+        got = []
+        for value, start, end in [(1, True, False), (2, False, False), (3, False, True)]:
+            tensor = grpcclient.InferInput("IN", [1], "INT64")
+            tensor.set_data_from_numpy(np.array([value], np.int64))
+            client.async_stream_infer(
+                "running_sum_decoupled",
+                [tensor],
+                sequence_id=77,
+                sequence_start=start,
+                sequence_end=end,
+            )
+            result, error = arrivals.get(timeout=20)
+            assert error is None, error.message()
+            got.append(result.as_numpy("OUT").tolist())
+        # [sum so far, SEQUENCE_START in request.flags(), SEQUENCE_END in request.flags()]
+        assert got == [[1, 1, 0], [3, 0, 0], [6, 0, 1]]
+    finally:
+        client.stop_stream()
+        client.close()
+
+
 def test_a_decoupled_model_that_checks_its_policy_at_load_streams(server: RunningServer):
     arrivals: queue.SimpleQueue[tuple[Any, Any]] = queue.SimpleQueue()
     client = grpcclient.InferenceServerClient(f"127.0.0.1:{server.grpc_port}")
