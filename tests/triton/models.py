@@ -406,10 +406,68 @@ input [ { name: "IN", data_type: TYPE_INT32, dims: [ 1 ] } ]
 output [ { name: "SUM", data_type: TYPE_INT32, dims: [ 1 ] } ]
 """
 
+# Argument checks as Triton's typed (pybind11) API makes them, after Triton's own
+# qa/python_models/argument_validation: the model answers the checks that did not raise
+# what Triton raises (none: an empty list).
+ARGUMENT_CHECKS = """
+import json
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+T = pb_utils.Tensor("X", np.zeros(1, np.int32))
+CHECKS = [
+    (pb_utils.TritonModelException, lambda: pb_utils.InferenceRequest(
+        inputs=[None], model_name="m", requested_output_names=["o"])),
+    (TypeError, lambda: pb_utils.InferenceRequest(
+        inputs=None, model_name="m", requested_output_names=["o"])),
+    (TypeError, lambda: pb_utils.InferenceRequest(
+        inputs=[T], model_name=None, requested_output_names=["o"])),
+    (TypeError, lambda: pb_utils.InferenceRequest(
+        inputs=[T], model_name="m", requested_output_names=[None])),
+    (TypeError, lambda: pb_utils.InferenceRequest(
+        inputs=[T], model_name="m", requested_output_names=["o"], correlation_id=None)),
+    (TypeError, lambda: pb_utils.InferenceRequest(
+        inputs=[T], model_name="m", requested_output_names=["o"], request_id=None)),
+    (TypeError, lambda: pb_utils.InferenceRequest(
+        inputs=[T], model_name="m", requested_output_names=["o"], flags=None)),
+    (pb_utils.TritonModelException, lambda: pb_utils.InferenceResponse(output_tensors=[None])),
+    (TypeError, lambda: pb_utils.InferenceResponse(output_tensors=None)),
+    (TypeError, lambda: pb_utils.Tensor(None, np.zeros(1))),
+    (TypeError, lambda: pb_utils.Tensor("X", None)),
+    (TypeError, lambda: pb_utils.Logger.log("m", None)),
+    (TypeError, lambda: pb_utils.Logger.log("m", 1)),
+    (TypeError, lambda: pb_utils.Logger.log_info(None)),
+]
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        wrong = []
+        for number, (expected, call) in enumerate(CHECKS):
+            try:
+                call()
+                wrong.append(f"{number}: nothing raised")
+            except Exception as exc:
+                if type(exc) is not expected:
+                    wrong.append(f"{number}: {type(exc).__name__}")
+        pb_utils.Logger.log("levels unspecified are INFO")  # does not raise
+        out = np.array([json.dumps(wrong).encode()], dtype=np.object_)
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("WRONG", out)]) for _ in requests]
+"""
+
+ARGUMENT_CHECKS_PBTXT = """
+name: "argument_checks"
+backend: "python"
+input [ { name: "IN", data_type: TYPE_INT32, dims: [ 1 ] } ]
+output [ { name: "WRONG", data_type: TYPE_STRING, dims: [ 1 ] } ]
+"""
+
 # Models whose config is Triton's config.pbtxt, as Triton's repository has it.
 PBTXT_MODELS = {
     "init_args": (INIT_ARGS, INIT_ARGS_PBTXT),
     "own_datatype": (OWN_DATATYPE, OWN_DATATYPE_PBTXT),
+    "argument_checks": (ARGUMENT_CHECKS, ARGUMENT_CHECKS_PBTXT),
 }
 
 MODELS = {

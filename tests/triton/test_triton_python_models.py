@@ -125,6 +125,13 @@ def test_outputs_keep_the_datatype_the_model_gave_them(client: Any, protocol: st
     assert datatype == "INT64"
 
 
+def test_pb_utils_arguments_of_a_wrong_type_raise_what_triton_raises(client: Any, protocol: str):
+    # TypeError for an argument of another type (Triton's API is typed through pybind11),
+    # TritonModelException with Triton's words for a None tensor in a list.
+    result = _infer(client, protocol, "argument_checks", {"IN": (np.array([1], np.int32), "INT32")})
+    assert json.loads(result.as_numpy("WRONG")[0]) == []
+
+
 def test_strings_and_request_accessors(client: Any, protocol: str):
     text = np.array([b"hello", "w\u00f6rld".encode()], dtype=np.object_)
     result = _infer(

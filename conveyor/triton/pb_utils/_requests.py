@@ -47,6 +47,12 @@ def calling_through(caller: ModelCaller | None) -> Iterator[None]:
         _caller.reset(token)
 
 
+def _typed(what: str, value: object, types: Any) -> None:
+    """TypeError unless ``value`` is of ``types``, as Triton's typed (pybind11) arguments."""
+    if not isinstance(value, types):
+        raise TypeError(f"{what}: expected {types}, got {type(value).__name__} {value!r}")
+
+
 def _parameters_json(parameters: Mapping[str, Any] | str | None, where: str) -> str:
     if parameters is None:
         return "{}"
@@ -80,6 +86,11 @@ class InferenceResponse:
         error: TritonError | None = None,
         parameters: Mapping[str, Any] | str | None = None,
     ) -> None:
+        _typed("output_tensors", output_tensors, list | tuple)
+        if any(tensor is None for tensor in output_tensors):  # Triton's words
+            raise TritonModelException(
+                "Output tensor for inference response should not be empty."
+            )
         self._outputs = list(output_tensors)
         self._error = error
         self._parameters = _parameters_json(parameters, "InferenceResponse")
@@ -170,13 +181,24 @@ class InferenceRequest:
         trace: InferenceTrace | None = None,
         parameters: Mapping[str, Any] | str | None = None,
     ) -> None:
-        if model_name is None:
-            raise TritonModelException("InferenceRequest: model_name is required")
+        # Triton's arguments are typed (pybind11): one of another type is a TypeError.
+        _typed("request_id", request_id, str)
+        _typed("correlation_id", correlation_id, int | str)
+        _typed("model_version", model_version, int | str)  # the served version comes as str
+        _typed("flags", flags, int)
+        _typed("inputs", inputs, list | tuple)
+        _typed("requested_output_names", requested_output_names, list | tuple | set)
+        for name in requested_output_names:
+            _typed("requested_output_names item", name, str)
         if isinstance(model_name, bytes):  # e.g. as_numpy()[0] of a BYTES input, as Triton
             model_name = model_name.decode("utf-8")
-        if not isinstance(correlation_id, int | str):
-            raise TritonModelException("Correlation ID must be integer or string")
-        self._model_name = model_name
+        _typed("model_name", model_name, str)
+        if any(tensor is None for tensor in inputs):  # Triton's words
+            raise TritonModelException(
+                f"Input tensor for request with id '{request_id}' and model name "
+                f"'{model_name}' should not be empty."
+            )
+        self._model_name: str = model_name  # type: ignore[assignment]  # checked: a str
         self._inputs = list(inputs)
         self._outputs = list(requested_output_names)
         self._request_id = request_id
