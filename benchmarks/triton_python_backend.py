@@ -16,7 +16,8 @@ busy every case is reported as not run.
 Every row says pass, fail or not run. A case not run says why: it needs torch, jax, a GPU
 or a C++ backend Conveyor does not have, or it tests Triton's own machinery. A failed case
 says what the run showed: the failing tests with their messages (or the client's error)
-and the server log's error lines. Results go to ``benchmarks/results/triton_python_backend.{json,md}``.
+and the server log's error lines. Results go to
+``benchmarks/results/triton_python_backend.{json,md}``.
 """
 
 from __future__ import annotations
@@ -52,7 +53,9 @@ CASE_TIMEOUT_S = 300.0
 # Triton's own switch (qa/common/shm_util.py) that turns off the QA's shared-memory leak
 # probe: it reads the Python stub's /dev/shm regions through a C++ module built in Triton's
 # CI (triton_shm_monitor); Conveyor runs Python models without a stub and has no such region.
-QA_ENV = {"TEST_JETSON": "1"}
+# COLUMNS: pytest's summary lines ("FAILED x - message") are cut to the terminal's width;
+# a wide one keeps the message this report quotes.
+QA_ENV = {"TEST_JETSON": "1", "COLUMNS": "400"}
 TRITON_PORTS = (8000, 8001, 8002)  # HTTP, gRPC, metrics: the clients have them written in
 
 # Why a case fails or is not run, as the table's category column says it.

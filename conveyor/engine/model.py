@@ -113,9 +113,7 @@ class ModelVersion:
         }
         # False for a Triton Python model: its outputs keep the datatypes and shapes it gave them.
         self._checks_outputs = (
-            processes.checks_outputs
-            if processes is not None
-            else loaded[0].checks_outputs
+            processes.checks_outputs if processes is not None else loaded[0].checks_outputs
         )
         self._output_dtypes = {
             spec.name: dtype

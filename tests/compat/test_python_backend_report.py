@@ -136,9 +136,7 @@ def test_a_failure_says_what_the_run_showed_not_a_reason_written_beforehand(tmp_
     assert errors == "model 'm': output 'OUT' is INT64"  # timestamp gone, once
     outcome = report.classify(_case("qa/parameters"), False, pytest_output, 1.0, errors)
     assert (outcome.result, outcome.category) == ("fail", "")
-    assert outcome.why == (
-        "test_setting_empty: AssertionError: 'x' != 'y' — server: " + errors
-    )
+    assert outcome.why == ("test_setting_empty: AssertionError: 'x' != 'y' — server: " + errors)
     # A client script's exception, not pytest: its last line says it.
     script = "Traceback (most recent call last):\n  File x\ntritonclient.utils."
     script += "InferenceServerException: [400] unexpected datatype INT64\n"

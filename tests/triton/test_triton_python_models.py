@@ -119,8 +119,8 @@ def test_outputs_keep_the_datatype_the_model_gave_them(client: Any, protocol: st
     assert out.dtype == np.int64
     assert out.tolist() == [0, 7]
     response = result.get_response()
-    datatype = response["outputs"][0]["datatype"] if protocol == "http" else (
-        response.outputs[0].datatype
+    datatype = (
+        response["outputs"][0]["datatype"] if protocol == "http" else (response.outputs[0].datatype)
     )
     assert datatype == "INT64"
 

@@ -88,9 +88,7 @@ class InferenceResponse:
     ) -> None:
         _typed("output_tensors", output_tensors, list | tuple)
         if any(tensor is None for tensor in output_tensors):  # Triton's words
-            raise TritonModelException(
-                "Output tensor for inference response should not be empty."
-            )
+            raise TritonModelException("Output tensor for inference response should not be empty.")
         self._outputs = list(output_tensors)
         self._error = error
         self._parameters = _parameters_json(parameters, "InferenceResponse")
