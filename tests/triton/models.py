@@ -438,6 +438,16 @@ CHECKS = [
     (TypeError, lambda: pb_utils.Logger.log("m", None)),
     (TypeError, lambda: pb_utils.Logger.log("m", 1)),
     (TypeError, lambda: pb_utils.Logger.log_info(None)),
+    # A response's parameters: str keys, bool/int/str values (not float), as Triton's.
+    (pb_utils.TritonModelException, lambda: pb_utils.InferenceResponse(parameters=[])),
+    (pb_utils.TritonModelException, lambda: pb_utils.InferenceResponse(parameters={1: "x"})),
+    (pb_utils.TritonModelException, lambda: pb_utils.InferenceResponse(parameters={"f": 0.5})),
+]
+# Triton's words (qa/python_models/response_parameters), which its test compares.
+WORDS = [
+    ({"f": 0.5}, "Expect parameters values to have type bool/int/str, found type <class 'float'>"),
+    ({1: "x"}, "Expect parameters keys to have type str, found type <class 'int'>"),
+    ([], ", got <class 'list'>"),
 ]
 
 
@@ -451,6 +461,12 @@ class TritonPythonModel:
             except Exception as exc:
                 if type(exc) is not expected:
                     wrong.append(f"{number}: {type(exc).__name__}")
+        for parameters, words in WORDS:
+            try:
+                pb_utils.InferenceResponse(parameters=parameters)
+            except pb_utils.TritonModelException as exc:
+                if words not in str(exc):
+                    wrong.append(str(exc))
         pb_utils.Logger.log("levels unspecified are INFO")  # does not raise
         out = np.array([json.dumps(wrong).encode()], dtype=np.object_)
         return [pb_utils.InferenceResponse([pb_utils.Tensor("WRONG", out)]) for _ in requests]

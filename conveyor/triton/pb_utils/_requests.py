@@ -53,20 +53,31 @@ def _typed(what: str, value: object, types: Any) -> None:
         raise TypeError(f"{what}: expected {types}, got {type(value).__name__} {value!r}")
 
 
-def _parameters_json(parameters: Mapping[str, Any] | str | None, where: str) -> str:
+def _parameters_json(
+    parameters: Mapping[str, Any] | str | None, where: str, *, numbers: bool = True
+) -> str:
+    """The parameters as a JSON object string. Refusals are in Triton's words (its
+    PyParametersToJSON), which models and tests compare; ``numbers``: floats allowed too
+    (a request's parameters, which clients may send); a response's are bool/int/str only,
+    as Triton's."""
     if parameters is None:
         return "{}"
     if isinstance(parameters, str):
         parameters = json.loads(parameters)
     if not isinstance(parameters, Mapping):
         raise TritonModelException(
-            f"{where}: parameters must be a dict, got {type(parameters).__name__}"
+            f"{where}: Expect dict, got {type(parameters)} (parameters must be a dict)"
         )
+    values = (bool, int, float, str) if numbers else (bool, int, str)
     for key, value in parameters.items():
-        if not isinstance(key, str) or not isinstance(value, bool | int | float | str):
+        if not isinstance(key, str):
             raise TritonModelException(
-                f"{where}: parameter {key!r} = {value!r}; expected str keys and bool, number "
-                "or str values"
+                f"Expect parameters keys to have type str, found type {type(key)}"
+            )
+        if not isinstance(value, values):
+            kinds = "bool/int/float/str" if numbers else "bool/int/str"
+            raise TritonModelException(
+                f"Expect parameters values to have type {kinds}, found type {type(value)}"
             )
     return json.dumps(dict(parameters))
 
@@ -91,7 +102,7 @@ class InferenceResponse:
             raise TritonModelException("Output tensor for inference response should not be empty.")
         self._outputs = list(output_tensors)
         self._error = error
-        self._parameters = _parameters_json(parameters, "InferenceResponse")
+        self._parameters = _parameters_json(parameters, "InferenceResponse", numbers=False)
 
     def output_tensors(self) -> list[Tensor]:
         return self._outputs
