@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import logging
 import threading
 import time
 import traceback
@@ -30,6 +31,8 @@ from conveyor.errors import Cancelled, ConveyorError, ModelError, Unsupported
 from conveyor.futures import InferFuture, Outputs, RequestTimeline
 from conveyor.repository.ensemble import ENSEMBLE
 from conveyor.streams import ResponseStream
+
+log = logging.getLogger("conveyor.engine")
 
 if TYPE_CHECKING:
     from conveyor.engine.failures import FailureLog
@@ -262,6 +265,15 @@ class _Responses:
     def close(self, error: Exception | None = None) -> None:
         with self._lock:
             if self._closed:
+                if error is not None and not isinstance(error, Cancelled):
+                    # The model failed after its final response (it raised after sending
+                    # the final flag): nobody can be told but the log, as Triton logs it.
+                    log.error(
+                        "model %r failed after its final response: %s: %s",
+                        self._version.name,
+                        type(error).__name__,
+                        error,
+                    )
                 return
             self._closed = True
         version, request = self._version, self._request

@@ -223,6 +223,84 @@ input [
 output [ { name: "OUT" data_type: TYPE_INT64 dims: [ 3 ] } ]
 """
 
+# Decoupled: sleeps IN[0] ms, then sends OUT = IN with the final flag; with IN[0] < 0 it
+# sends the final flag alone and then raises (as qa/python_models/async_execute_decouple).
+SLEEPER = """
+import time
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        final = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+        for request in requests:
+            value = pb_utils.get_input_tensor_by_name(request, "IN").as_numpy()
+            sender = request.get_response_sender()
+            if value[0] < 0:
+                sender.send(flags=final)
+                raise ValueError("sleeper got a negative time")
+            time.sleep(value[0] / 1000)
+            sender.send(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", value)]), flags=final)
+        return None
+"""
+
+SLEEPER_PBTXT = """
+backend: "python"
+max_batch_size: 0
+model_transaction_policy { decoupled: true }
+input [ { name: "IN" data_type: TYPE_INT64 dims: [ 1 ] } ]
+output [ { name: "OUT" data_type: TYPE_INT64 dims: [ 1 ] } ]
+instance_group [ { count: 4 kind: KIND_CPU } ]
+"""
+
+# Decoupled, async execute: ``await async_exec(decoupled=True)`` on sleeper, then reads its responses
+# without awaiting (as qa/python_models/async_execute_decouple_bls). OUT: how many of its
+# executions were waiting in async_exec when this one's returned (Triton's returns after
+# the first response, so the event loop runs the others meanwhile).
+BLS_AWAIT_FIRST = """
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.waiting = 0
+
+    async def _one(self, request):
+        call = pb_utils.InferenceRequest(
+            model_name="sleeper",
+            inputs=[pb_utils.get_input_tensor_by_name(request, "IN")],
+            requested_output_names=["OUT"],
+        )
+        self.waiting += 1
+        answers = await call.async_exec(decoupled=True)
+        seen = self.waiting
+        self.waiting -= 1
+        for answer in answers:
+            pass
+        out = pb_utils.Tensor("OUT", np.array([seen], np.int64))
+        request.get_response_sender().send(
+            pb_utils.InferenceResponse([out]),
+            flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL,
+        )
+
+    async def execute(self, requests):
+        for request in requests:
+            await self._one(request)
+        return None
+"""
+
+BLS_AWAIT_FIRST_PBTXT = """
+backend: "python"
+max_batch_size: 0
+model_transaction_policy { decoupled: true }
+input [ { name: "IN" data_type: TYPE_INT64 dims: [ 1 ] } ]
+output [ { name: "OUT" data_type: TYPE_INT64 dims: [ 1 ] } ]
+instance_group [ { count: 1 kind: KIND_CPU } ]
+"""
+
 MODELS = {
     "running_sum": (RUNNING_SUM, RUNNING_SUM_PBTXT),
     "running_sum_decoupled": (RUNNING_SUM_DECOUPLED, RUNNING_SUM_DECOUPLED_PBTXT),
@@ -230,6 +308,8 @@ MODELS = {
     "doubler": (DOUBLER, DOUBLER_PBTXT),
     "bls_by_name": (BLS_BY_NAME, BLS_BY_NAME_PBTXT),
     "bls_stream": (BLS_STREAM, BLS_STREAM_PBTXT),
+    "sleeper": (SLEEPER, SLEEPER_PBTXT),
+    "bls_await_first": (BLS_AWAIT_FIRST, BLS_AWAIT_FIRST_PBTXT),
 }
 
 

@@ -7,6 +7,7 @@ Models: tests/triton/bls_models.py (config.pbtxt, as Triton repositories have th
 from __future__ import annotations
 
 import queue
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -133,3 +134,48 @@ def test_bls_streams_a_decoupled_models_responses(server: RunningServer, use_asy
     result = client.infer("bls_stream", [count, flag])
     assert result.as_numpy("OUT").tolist() == [3, 3, 0]
     client.close()
+
+
+def test_async_exec_of_a_decoupled_model_lets_other_executions_run_meanwhile(
+    server: RunningServer,
+):
+    # Four requests at once to a single instance whose async execute awaits
+    # async_exec(decoupled=True) on a model that answers after 500 ms: while one waits for
+    # its first response the others start theirs (qa/async_execute's BLS case).
+    arrivals: queue.SimpleQueue[tuple[Any, Any]] = queue.SimpleQueue()
+    client = grpcclient.InferenceServerClient(f"127.0.0.1:{server.grpc_port}")
+    client.start_stream(callback=lambda result, error: arrivals.put((result, error)))
+    try:
+        for _ in range(4):
+            tensor = grpcclient.InferInput("IN", [1], "INT64")
+            tensor.set_data_from_numpy(np.array([500], np.int64))
+            client.async_stream_infer("bls_await_first", [tensor])
+        seen = []
+        for _ in range(4):
+            result, error = arrivals.get(timeout=30)
+            assert error is None, error.message()
+            seen.append(int(result.as_numpy("OUT")[0]))
+    finally:
+        client.stop_stream()
+        client.close()
+    assert max(seen) > 1, seen  # one at a time (the loop blocked) would say 1 each
+
+
+def test_a_model_that_raises_after_its_final_flag_is_logged(server: RunningServer):
+    client = grpcclient.InferenceServerClient(f"127.0.0.1:{server.grpc_port}")
+    arrivals: queue.SimpleQueue[tuple[Any, Any]] = queue.SimpleQueue()
+    client.start_stream(callback=lambda result, error: arrivals.put((result, error)))
+    try:
+        tensor = grpcclient.InferInput("IN", [1], "INT64")
+        tensor.set_data_from_numpy(np.array([-1], np.int64))
+        client.async_stream_infer("sleeper", [tensor], enable_empty_final_response=True)
+        arrivals.get(timeout=20)  # the final flag, sent before the model raised
+    finally:
+        client.stop_stream()
+        client.close()
+    words = "ValueError: sleeper got a negative time"  # qa/async_execute looks for these
+    for _ in range(100):
+        if words in server.output():
+            break
+        time.sleep(0.1)
+    assert words in server.output()

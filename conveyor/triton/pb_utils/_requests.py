@@ -160,12 +160,20 @@ class ResponseIterator:
     def __init__(self, responses: Iterator[InferenceResponse], cancel: Any = None) -> None:
         self._responses = responses
         self._cancel = cancel
+        self._ahead: list[InferenceResponse] = []
 
     def __iter__(self) -> ResponseIterator:
         return self
 
     def __next__(self) -> InferenceResponse:
+        if self._ahead:
+            return self._ahead.pop()
         return next(self._responses)
+
+    def _wait_first(self) -> None:
+        """Wait for the first response (Triton's exec returns its iterator after it)."""
+        if not self._ahead:
+            self._ahead.append(next(self._responses))
 
     def cancel(self) -> None:
         """Stop the request: the model's next send is refused."""
@@ -301,8 +309,11 @@ class InferenceRequest:
     async def async_exec(self, decoupled: bool = False) -> InferenceResponse | ResponseIterator:
         """``exec`` without blocking the event loop of an ``async def execute``."""
         if decoupled:
-            # The responses are read as the model iterates; starting the request is quick.
-            return self._stream()
+            # As Triton's: it returns once the first response is in (waited for on a thread,
+            # not blocking the event loop); the rest are read as the model iterates.
+            iterator = self._stream()
+            await asyncio.get_running_loop().run_in_executor(None, iterator._wait_first)
+            return iterator
         future = self._submit()
         if isinstance(future, InferenceResponse):
             return future
