@@ -255,10 +255,10 @@ output [ { name: "OUT" data_type: TYPE_INT64 dims: [ 1 ] } ]
 instance_group [ { count: 4 kind: KIND_CPU } ]
 """
 
-# Decoupled, async execute: ``await async_exec(decoupled=True)`` on sleeper, then reads its responses
-# without awaiting (as qa/python_models/async_execute_decouple_bls). OUT: how many of its
-# executions were waiting in async_exec when this one's returned (Triton's returns after
-# the first response, so the event loop runs the others meanwhile).
+# Decoupled, async execute: ``await async_exec(decoupled=True)`` on sleeper, then reads
+# its responses without awaiting (as qa/python_models/async_execute_decouple_bls). OUT: how
+# many of its executions were waiting in async_exec when this one's returned (Triton's
+# returns after the first response, so the event loop runs the others meanwhile).
 BLS_AWAIT_FIRST = """
 import numpy as np
 import triton_python_backend_utils as pb_utils
