@@ -48,6 +48,7 @@ class ResponseStream(Iterator[Outputs], AsyncIterator[Outputs]):
         self._error: BaseException | None = None
         self._closed = False  # the consumer went away
         self._ended_with_response = False  # the last response came marked as the last
+        self._cancel_requested = False  # the consumer asked the producer to stop, reads on
         self._on_close: list[Callable[[], object]] = []
         # async consumers waiting for a change: (their loop, the future to wake)
         self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
@@ -93,6 +94,16 @@ class ResponseStream(Iterator[Outputs], AsyncIterator[Outputs]):
                 self._on_close.append(callback)
                 return
         callback()
+
+    def request_cancel(self) -> None:
+        """Ask the producer to stop (``cancel_requested``) while reading on: what it still
+        sends, an error included, is read as usual (Triton's BLS ResponseIterator.cancel,
+        which a model may also ignore)."""
+        self._cancel_requested = True
+
+    @property
+    def cancel_requested(self) -> bool:
+        return self._cancel_requested
 
     @property
     def ended_with_response(self) -> bool:

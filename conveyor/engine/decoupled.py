@@ -241,8 +241,9 @@ class _Responses:
 
     @property
     def cancelled(self) -> bool:
-        """True once the stream's consumer went away (Triton's ``is_cancelled``)."""
-        return self._stream.closed
+        """True once the stream's consumer went away or asked for a stop (Triton's
+        ``is_cancelled``)."""
+        return self._stream.closed or self._stream.cancel_requested
 
     def send(self, outputs: dict[str, np.ndarray], final: bool = False) -> None:
         version, request = self._version, self._request

@@ -301,6 +301,65 @@ output [ { name: "OUT" data_type: TYPE_INT64 dims: [ 1 ] } ]
 instance_group [ { count: 1 kind: KIND_CPU } ]
 """
 
+# Decoupled: sends 1 every 10 ms until its request is cancelled (then Triton's CANCELLED
+# error, final) or, IN[0] = 1 (take no notice of cancelling), 30 responses in all.
+UNTIL_CANCELLED = """
+import time
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        final = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+        for request in requests:
+            ignore = pb_utils.get_input_tensor_by_name(request, "IN").as_numpy()[0] == 1
+            sender = request.get_response_sender()
+            for sent in range(30):
+                if not ignore and request.is_cancelled():
+                    error = pb_utils.TritonError("cancelled", pb_utils.TritonError.CANCELLED)
+                    sender.send(pb_utils.InferenceResponse(error=error), flags=final)
+                    break
+                one = pb_utils.Tensor("OUT", np.array([1], np.int64))
+                sender.send(pb_utils.InferenceResponse([one]), flags=final if sent == 29 else 0)
+                time.sleep(0.01)
+        return None
+"""
+
+# BLS: sums until_cancelled's responses, calling cancel() once the sum reaches 5.
+# OUT: [sum, 1 if a CANCELLED error response came].
+BLS_CANCEL = """
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            call = pb_utils.InferenceRequest(
+                model_name="until_cancelled",
+                inputs=[pb_utils.get_input_tensor_by_name(request, "IN")],
+                requested_output_names=["OUT"],
+            )
+            answers = call.exec(decoupled=True)
+            total = cancelled = 0
+            for answer in answers:
+                if answer.has_error():
+                    cancelled = int(answer.error().code() == pb_utils.TritonError.CANCELLED)
+                    break
+                out = pb_utils.get_output_tensor_by_name(answer, "OUT")
+                if out is None:
+                    break  # the empty final response
+                total += int(out.as_numpy()[0])
+                if total == 5:
+                    answers.cancel()
+            out = pb_utils.Tensor("OUT", np.array([total, cancelled], np.int64))
+            responses.append(pb_utils.InferenceResponse([out]))
+        return responses
+"""
+
 MODELS = {
     "running_sum": (RUNNING_SUM, RUNNING_SUM_PBTXT),
     "running_sum_decoupled": (RUNNING_SUM_DECOUPLED, RUNNING_SUM_DECOUPLED_PBTXT),
@@ -309,6 +368,8 @@ MODELS = {
     "bls_by_name": (BLS_BY_NAME, BLS_BY_NAME_PBTXT),
     "bls_stream": (BLS_STREAM, BLS_STREAM_PBTXT),
     "sleeper": (SLEEPER, SLEEPER_PBTXT),
+    "until_cancelled": (UNTIL_CANCELLED, COUNTDOWN_PBTXT),
+    "bls_cancel": (BLS_CANCEL, BLS_STREAM_PBTXT.replace("dims: [ 3 ]", "dims: [ 2 ]")),
     "bls_await_first": (BLS_AWAIT_FIRST, BLS_AWAIT_FIRST_PBTXT),
 }
 

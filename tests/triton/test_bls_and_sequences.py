@@ -179,3 +179,24 @@ def test_a_model_that_raises_after_its_final_flag_is_logged(server: RunningServe
             break
         time.sleep(0.1)
     assert words in server.output()
+
+
+@pytest.mark.parametrize("ignore", [0, 1])
+def test_bls_cancel_asks_the_model_to_stop_and_reads_what_it_still_sends(
+    server: RunningServer, ignore: int
+):
+    # As Triton's ResponseIterator.cancel (qa/decoupled's decoupled_bls_cancel): the model
+    # sees is_cancelled() and answers CANCELLED, which the caller reads; one that takes no
+    # notice goes on, and the caller reads all its responses.
+    client = httpclient.InferenceServerClient(f"127.0.0.1:{server.http_port}")
+    tensor = httpclient.InferInput("IN", [1], "INT64")
+    tensor.set_data_from_numpy(np.array([ignore], np.int64))
+    flag = httpclient.InferInput("ASYNC", [1], "BOOL")
+    flag.set_data_from_numpy(np.array([False]))
+    total, cancelled = client.infer("bls_cancel", [tensor, flag]).as_numpy("OUT").tolist()
+    client.close()
+    if ignore:
+        assert (total, cancelled) == (30, 0)
+    else:
+        assert cancelled == 1
+        assert 5 <= total < 30  # stopped soon after the cancel, not run to its end

@@ -176,7 +176,9 @@ class ResponseIterator:
             self._ahead.append(next(self._responses))
 
     def cancel(self) -> None:
-        """Stop the request: the model's next send is refused."""
+        """Ask the model to stop, as Triton's: its ``request.is_cancelled()`` turns true, and
+        what it still sends is read on (its CANCELLED error, or more responses if it takes
+        no notice)."""
         if self._cancel is not None:
             self._cancel()
 
@@ -376,7 +378,7 @@ class InferenceRequest:
         except ConveyorError as exc:
             failed = InferenceResponse(error=TritonError.from_conveyor(exc))
             return ResponseIterator(iter([failed]))
-        return ResponseIterator(_responses_of(responses), responses.close)
+        return ResponseIterator(_responses_of(responses), responses.request_cancel)
 
 
 def _responses_of(stream: ResponseStream) -> Iterator[InferenceResponse]:
