@@ -147,6 +147,18 @@ class LoadedModel(abc.ABC):
         """
         raise NotImplementedError(f"{type(self).__name__} does not answer with many responses")
 
+    def run_streams(self, requests: Sequence[tuple[RequestData, Responses]]) -> None:
+        """Run a batch of a decoupled model's requests, each with its own ``responses``.
+
+        By default each on its own (``run_stream``); a model that takes a batch in one call
+        (a Triton model's ``execute(requests)``) overrides it. A request that fails is
+        closed with its error; the others go on."""
+        for request, responses in requests:
+            try:
+                self.run_stream(request, responses)
+            except Exception as exc:
+                responses.close(exc)
+
     def forked(self, index: int, caller: ModelCaller | None) -> LoadedModel:
         """What worker process ``index`` (of process instances) runs, right after its fork.
 

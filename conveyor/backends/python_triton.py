@@ -167,22 +167,35 @@ class TritonModel(LoadedModel):
         return self._loop.submit(_awaited(awaitable, self._caller, type(self.instance)))
 
     def run_stream(self, request: RequestData, responses: Responses) -> None:
-        triton_request = self._triton_request(request)
-        triton_request._stream_to(responses)
-        returned = self._call_execute([triton_request])
+        self.run_streams([(request, responses)])
+
+    def run_streams(self, requests: Sequence[tuple[RequestData, Responses]]) -> None:
+        """One ``execute`` for the batch's requests, as Triton's decoupled models get them
+        (a model may treat the batch's first request apart). Raising fails every request
+        of the batch that the model did not end itself."""
+        triton_requests = []
+        for request, responses in requests:
+            triton_request = self._triton_request(request)
+            triton_request._stream_to(responses)
+            triton_requests.append(triton_request)
+        senders = [responses for _, responses in requests]
+        returned = self._call_execute(triton_requests)
         if inspect.isawaitable(returned):
-            # Not waited for: the coroutine sends its responses and ends the request itself.
+            # Not waited for: the coroutine sends its responses and ends the requests itself.
             running = self._start(returned)
-            running.add_done_callback(lambda done: self._coroutine_done(done, responses))
+            running.add_done_callback(lambda done: self._coroutine_done(done, senders))
             return
         self._check_decoupled_return(returned)
 
-    def _coroutine_done(self, done: concurrent.futures.Future[Any], responses: Responses) -> None:
+    def _coroutine_done(
+        self, done: concurrent.futures.Future[Any], senders: Sequence[Responses]
+    ) -> None:
         try:
             self._check_decoupled_return(done.result())
         except BaseException as exc:  # the model's own error, or a cancelled coroutine
             failure = exc if isinstance(exc, Exception) else ModelError(repr(exc))
-            responses.close(failure)  # a no-op once the model sent its final flag
+            for responses in senders:
+                responses.close(failure)  # a no-op once the model sent its final flag
 
     def _check_decoupled_return(self, returned: object) -> None:
         if returned not in (None, []):

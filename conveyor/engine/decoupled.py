@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Protocol, cast
 
 import numpy as np
 
-from conveyor.backends.base import LoadedModel, RequestData, SequenceInfo
+from conveyor.backends.base import LoadedModel, RequestData, Responses, SequenceInfo
 from conveyor.engine.request import Request
 from conveyor.errors import Cancelled, ConveyorError, ModelError, Unsupported
 from conveyor.futures import InferFuture, Outputs, RequestTimeline
@@ -200,23 +200,29 @@ def _answer_once(stream: ResponseStream, done: concurrent.futures.Future[Outputs
 
 
 def run_decoupled(version: ModelVersion, model: LoadedModel, batch: list[Request]) -> None:
-    """On an instance thread: run each request of ``batch`` on its own, streaming."""
+    """On an instance thread: run ``batch``, streaming (one call for the whole batch, to a
+    model that takes one: a Triton model's ``execute`` gets the batch's requests)."""
+    runs: list[tuple[RequestData, Responses]] = []
     for request in batch:
         responses = _Responses(version, request)
         try:
             inputs = version._reshaped(dict(request.inputs), version.config.inputs, reshape=True)
-            model.run_stream(
-                RequestData(
-                    inputs,
-                    request.outputs,
-                    request.future.request_id,
-                    request.sequence,  # a decoupled sequence model's correlation ID, flags
-                    request.parameters or {},
-                ),
-                responses,
-            )
         except Exception as exc:
             responses.close(exc)
+            continue
+        data = RequestData(
+            inputs,
+            request.outputs,
+            request.future.request_id,
+            request.sequence,  # a decoupled sequence model's correlation ID, flags
+            request.parameters or {},
+        )
+        runs.append((data, responses))
+    try:
+        model.run_streams(runs)
+    except Exception as exc:
+        for _, sender in runs:
+            sender.close(exc)
 
 
 class _Responses:

@@ -360,6 +360,32 @@ class TritonPythonModel:
         return responses
 """
 
+# Decoupled with dynamic batching (as qa/python_models' decoupled_execute_error): one
+# execute gets the batch; each request is answered [requests in its execute, its index].
+DECOUPLED_BATCH = """
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        final = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+        for index, request in enumerate(requests):
+            out = pb_utils.Tensor("OUT", np.array([len(requests), index], np.int64))
+            request.get_response_sender().send(pb_utils.InferenceResponse([out]), flags=final)
+        return None
+"""
+
+DECOUPLED_BATCH_PBTXT = """
+backend: "python"
+max_batch_size: 8
+model_transaction_policy { decoupled: true }
+input [ { name: "IN" data_type: TYPE_INT64 dims: [ 1 ] } ]
+output [ { name: "OUT" data_type: TYPE_INT64 dims: [ 2 ] } ]
+instance_group [ { count: 1 kind: KIND_CPU } ]
+dynamic_batching { preferred_batch_size: [ 2 ], max_queue_delay_microseconds: 10000000 }
+"""
+
 MODELS = {
     "running_sum": (RUNNING_SUM, RUNNING_SUM_PBTXT),
     "running_sum_decoupled": (RUNNING_SUM_DECOUPLED, RUNNING_SUM_DECOUPLED_PBTXT),
@@ -368,6 +394,7 @@ MODELS = {
     "bls_by_name": (BLS_BY_NAME, BLS_BY_NAME_PBTXT),
     "bls_stream": (BLS_STREAM, BLS_STREAM_PBTXT),
     "sleeper": (SLEEPER, SLEEPER_PBTXT),
+    "decoupled_batch": (DECOUPLED_BATCH, DECOUPLED_BATCH_PBTXT),
     "until_cancelled": (UNTIL_CANCELLED, COUNTDOWN_PBTXT),
     "bls_cancel": (BLS_CANCEL, BLS_STREAM_PBTXT.replace("dims: [ 3 ]", "dims: [ 2 ]")),
     "bls_await_first": (BLS_AWAIT_FIRST, BLS_AWAIT_FIRST_PBTXT),

@@ -200,3 +200,25 @@ def test_bls_cancel_asks_the_model_to_stop_and_reads_what_it_still_sends(
     else:
         assert cancelled == 1
         assert 5 <= total < 30  # stopped soon after the cancel, not run to its end
+
+
+def test_a_decoupled_models_execute_gets_the_batchs_requests_together(server: RunningServer):
+    # Two streamed requests gathered by dynamic batching reach one execute(requests), as
+    # in Triton (qa/decoupled's decoupled_execute_error treats requests[0] apart).
+    arrivals: queue.SimpleQueue[tuple[Any, Any]] = queue.SimpleQueue()
+    client = grpcclient.InferenceServerClient(f"127.0.0.1:{server.grpc_port}")
+    client.start_stream(callback=lambda result, error: arrivals.put((result, error)))
+    try:
+        for value in (1, 2):
+            tensor = grpcclient.InferInput("IN", [1, 1], "INT64")
+            tensor.set_data_from_numpy(np.array([[value]], np.int64))
+            client.async_stream_infer("decoupled_batch", [tensor])
+        got = []
+        for _ in range(2):
+            result, error = arrivals.get(timeout=30)
+            assert error is None, error.message()
+            got.append(result.as_numpy("OUT").ravel().tolist())
+    finally:
+        client.stop_stream()
+        client.close()
+    assert sorted(got) == [[2, 0], [2, 1]]
