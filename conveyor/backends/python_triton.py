@@ -119,10 +119,18 @@ class TritonModel(LoadedModel):
     checks_outputs = False  # as Triton's Python backend: a response's own datatypes, shapes
 
     def __init__(
-        self, config: ModelConfig, instance: Any, caller: ModelCaller | None, version: str
+        self,
+        config: ModelConfig,
+        instance: Any,
+        caller: ModelCaller | None,
+        version: str,
+        instance_index: int = 0,
     ) -> None:
         self.config = config
         self.instance = instance
+        # Triton's name of the instance (its initialize() args' model_instance_name), which
+        # Triton's messages about an instance use.
+        self.instance_name = f"{config.name}_0_{instance_index}"
         self._caller = caller
         self._version = int(version) if version.isdigit() else -1
         self._loop: _InstanceLoop | None = None  # made by the first ``async def execute``
@@ -200,10 +208,9 @@ class TritonModel(LoadedModel):
     def _check_decoupled_return(self, returned: object) -> None:
         if returned not in (None, []):
             raise ModelError(
-                f"Python model {self.config.name!r} is using the decoupled mode and the "
-                "execute function must return None (it sends its responses with "
-                "request.get_response_sender()); it returned a "
-                f"{type(returned).__name__}"
+                f"Python model '{self.instance_name}' is using the decoupled mode and the "
+                "execute function must return None. It sends its responses with "
+                f"request.get_response_sender(); it returned a {type(returned).__name__}."
             )
 
     def run_requests(
@@ -364,7 +371,7 @@ def _initialized(
         }
         with pb_utils.calling_through(caller), running_model(model_class):
             initialize(args)
-    return TritonModel(config, instance, caller, version_dir.name)
+    return TritonModel(config, instance, caller, version_dir.name, instance_index)
 
 
 class TritonProcessModel(LoadedModel):

@@ -386,6 +386,18 @@ instance_group [ { count: 1 kind: KIND_CPU } ]
 dynamic_batching { preferred_batch_size: [ 2 ], max_queue_delay_microseconds: 10000000 }
 """
 
+# Decoupled, but execute returns its responses (a mistake Triton names in its words).
+RETURNS_RESPONSES = """
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        out = pb_utils.Tensor("OUT", np.array([1], np.int64))
+        return [pb_utils.InferenceResponse([out]) for _ in requests]
+"""
+
 MODELS = {
     "running_sum": (RUNNING_SUM, RUNNING_SUM_PBTXT),
     "running_sum_decoupled": (RUNNING_SUM_DECOUPLED, RUNNING_SUM_DECOUPLED_PBTXT),
@@ -394,6 +406,7 @@ MODELS = {
     "bls_by_name": (BLS_BY_NAME, BLS_BY_NAME_PBTXT),
     "bls_stream": (BLS_STREAM, BLS_STREAM_PBTXT),
     "sleeper": (SLEEPER, SLEEPER_PBTXT),
+    "returns_responses": (RETURNS_RESPONSES, COUNTDOWN_PBTXT),
     "decoupled_batch": (DECOUPLED_BATCH, DECOUPLED_BATCH_PBTXT),
     "until_cancelled": (UNTIL_CANCELLED, COUNTDOWN_PBTXT),
     "bls_cancel": (BLS_CANCEL, BLS_STREAM_PBTXT.replace("dims: [ 3 ]", "dims: [ 2 ]")),

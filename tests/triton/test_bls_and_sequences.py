@@ -222,3 +222,26 @@ def test_a_decoupled_models_execute_gets_the_batchs_requests_together(server: Ru
         client.stop_stream()
         client.close()
     assert sorted(got) == [[2, 0], [2, 1]]
+
+
+def test_a_decoupled_model_that_returns_responses_is_told_in_tritons_words(
+    server: RunningServer,
+):
+    # qa/decoupled's decoupled_return_response_error compares these words, which name the
+    # instance as Triton does (MODEL_0_0).
+    arrivals: queue.SimpleQueue[tuple[Any, Any]] = queue.SimpleQueue()
+    client = grpcclient.InferenceServerClient(f"127.0.0.1:{server.grpc_port}")
+    client.start_stream(callback=lambda result, error: arrivals.put((result, error)))
+    try:
+        tensor = grpcclient.InferInput("IN", [1], "INT64")
+        tensor.set_data_from_numpy(np.array([1], np.int64))
+        client.async_stream_infer("returns_responses", [tensor])
+        _, error = arrivals.get(timeout=20)
+    finally:
+        client.stop_stream()
+        client.close()
+    assert error is not None
+    assert (
+        "Python model 'returns_responses_0_0' is using the decoupled mode and the execute "
+        "function must return None." in error.message()
+    )
