@@ -398,6 +398,38 @@ class TritonPythonModel:
         return [pb_utils.InferenceResponse([out]) for _ in requests]
 """
 
+# Decoupled: a thread it starts itself calls countdown (BLS, decoupled) and forwards each
+# response (as qa/decoupled's decoupled_bls_stream).
+BLS_FROM_THREAD = """
+import threading
+
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        for request in requests:
+            sender = request.get_response_sender()
+            tensor = pb_utils.get_input_tensor_by_name(request, "IN")
+            threading.Thread(target=self.forward, args=(sender, tensor), daemon=True).start()
+        return None
+
+    def forward(self, sender, tensor):
+        call = pb_utils.InferenceRequest(
+            model_name="countdown", inputs=[tensor], requested_output_names=["OUT"]
+        )
+        try:
+            for answer in call.exec(decoupled=True):
+                if answer.has_error():
+                    sender.send(answer)
+                elif answer.output_tensors():
+                    sender.send(pb_utils.InferenceResponse(answer.output_tensors()))
+        except Exception as exc:
+            error = pb_utils.TritonError(str(exc))
+            sender.send(pb_utils.InferenceResponse(error=error))
+        sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+"""
+
 MODELS = {
     "running_sum": (RUNNING_SUM, RUNNING_SUM_PBTXT),
     "running_sum_decoupled": (RUNNING_SUM_DECOUPLED, RUNNING_SUM_DECOUPLED_PBTXT),
@@ -406,6 +438,7 @@ MODELS = {
     "bls_by_name": (BLS_BY_NAME, BLS_BY_NAME_PBTXT),
     "bls_stream": (BLS_STREAM, BLS_STREAM_PBTXT),
     "sleeper": (SLEEPER, SLEEPER_PBTXT),
+    "bls_from_thread": (BLS_FROM_THREAD, COUNTDOWN_PBTXT),
     "returns_responses": (RETURNS_RESPONSES, COUNTDOWN_PBTXT),
     "decoupled_batch": (DECOUPLED_BATCH, DECOUPLED_BATCH_PBTXT),
     "until_cancelled": (UNTIL_CANCELLED, COUNTDOWN_PBTXT),

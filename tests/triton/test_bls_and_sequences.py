@@ -245,3 +245,23 @@ def test_a_decoupled_model_that_returns_responses_is_told_in_tritons_words(
         "Python model 'returns_responses_0_0' is using the decoupled mode and the execute "
         "function must return None." in error.message()
     )
+
+
+def test_bls_from_a_thread_the_model_started_reaches_the_server(server: RunningServer):
+    # A thread inherits no context: exec() there still reaches the server, as in Triton.
+    arrivals: queue.SimpleQueue[tuple[Any, Any]] = queue.SimpleQueue()
+    client = grpcclient.InferenceServerClient(f"127.0.0.1:{server.grpc_port}")
+    client.start_stream(callback=lambda result, error: arrivals.put((result, error)))
+    try:
+        tensor = grpcclient.InferInput("IN", [1], "INT64")
+        tensor.set_data_from_numpy(np.array([3], np.int64))
+        client.async_stream_infer("bls_from_thread", [tensor])
+        got = []
+        for _ in range(3):
+            result, error = arrivals.get(timeout=20)
+            assert error is None, error.message()
+            got.append(int(result.as_numpy("OUT")[0]))
+    finally:
+        client.stop_stream()
+        client.close()
+    assert got == [2, 1, 0]

@@ -35,11 +35,17 @@ TRITONSERVER_REQUEST_RELEASE_RESCHEDULE = 2
 _caller: contextvars.ContextVar[ModelCaller | None] = contextvars.ContextVar(
     "conveyor_triton_caller", default=None
 )
+# A thread a model starts itself (to send a decoupled model's responses, say) inherits no
+# context variable; its exec() goes through the caller last given here (the process's
+# server), as in Triton, where any thread of the stub reaches the server.
+_last_caller: list[ModelCaller] = []
 
 
 @contextlib.contextmanager
 def calling_through(caller: ModelCaller | None) -> Iterator[None]:
     """While inside, ``InferenceRequest.exec()`` submits through ``caller`` (the backend's)."""
+    if caller is not None:
+        _last_caller[:] = [caller]
     token = _caller.set(caller)
     try:
         yield
@@ -396,6 +402,8 @@ def _responses_of(stream: ResponseStream) -> Iterator[InferenceResponse]:
 
 def _reachable() -> ModelCaller:
     caller = _caller.get()
+    if caller is None and _last_caller:
+        caller = _last_caller[0]
     if caller is None:
         raise TritonModelException(
             "InferenceRequest.exec() works only inside initialize() or execute() of a model "
