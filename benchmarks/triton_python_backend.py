@@ -122,6 +122,7 @@ class Case:
     requires: tuple[str, ...] = ()
     skip: tuple[str, str] | None = None
     fresh: bool = False  # test.sh empties models/ first
+    log: str = "server.log"  # test.sh's SERVER_LOG, which some tests read
 
 
 DECOUPLED = "model_transaction_policy { decoupled: True }"
@@ -343,6 +344,7 @@ def _qa() -> list[Case]:
             (qa_model("async_execute_decouple"), qa_model("async_execute_decouple_bls")),
             _pytest("concurrency_test.py"),
             fresh=True,
+            log="concurrency_test.server.log",
         ),
         Case(
             "qa/decoupled",
@@ -355,6 +357,7 @@ def _qa() -> list[Case]:
                 qa_model("dlpack_add_sub"),
             ),
             _pytest("decoupled_test.py"),
+            log="decoupled_server.log",
         ),
         Case(
             "qa/ensemble",
@@ -633,7 +636,7 @@ def run_case(case: Case, python_backend: Path, qa: Path) -> Outcome:
     folder = source_path(case.folder, python_backend, qa)
     repository = folder / "models"
     lay_out(case.models, repository, python_backend, qa, case.fresh)
-    log = folder / "server.log"
+    log = folder / case.log
     log.unlink(missing_ok=True)  # two cases of one QA folder each get their own log
     start = time.monotonic()
     # Not strict: a model that cannot load here (torch missing) fails its own requests

@@ -157,3 +157,9 @@ def test_the_table_has_a_row_per_case_with_its_reason():
     assert lines[0] == "| case | result | why not pass |"
     assert lines[2] == "| examples/add_sub | pass |  |"
     assert lines[3] == "| qa/x | fail | needs a GPU: a \\| b |"
+
+
+def test_a_case_logs_where_its_test_sh_does():
+    # decoupled_test.py reads "decoupled_server.log", its test.sh's SERVER_LOG.
+    assert _case("qa/decoupled").log == "decoupled_server.log"
+    assert _case("qa/parameters").log == "server.log"
