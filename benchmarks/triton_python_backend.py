@@ -13,9 +13,11 @@ or test file runs unchanged from its folder. Those clients have Triton's ports w
 (``localhost:8000`` / ``8001`` / ``8002``), so the server takes those ports; when they are
 busy every case is reported as not run.
 
-Every row says pass, fail or not run, and for the others why: the case needs torch, jax, a
-GPU or a C++ backend Conveyor does not have; it tests Triton's own machinery; or a Conveyor
-gap, named. Results go to ``benchmarks/results/triton_python_backend.{json,md}``.
+Every row says pass, fail or not run. A case not run says why: it needs torch, jax, a GPU
+or a C++ backend Conveyor does not have, or it tests Triton's own machinery. A failed case
+says what the run showed: the failing tests with their messages (or the client's error)
+and the server log's error lines. Results go to
+``benchmarks/results/triton_python_backend.{json,md}``.
 """
 
 from __future__ import annotations
@@ -51,7 +53,9 @@ CASE_TIMEOUT_S = 300.0
 # Triton's own switch (qa/common/shm_util.py) that turns off the QA's shared-memory leak
 # probe: it reads the Python stub's /dev/shm regions through a C++ module built in Triton's
 # CI (triton_shm_monitor); Conveyor runs Python models without a stub and has no such region.
-QA_ENV = {"TEST_JETSON": "1"}
+# COLUMNS: pytest's summary lines ("FAILED x - message") are cut to the terminal's width;
+# a wide one keeps the message this report quotes.
+QA_ENV = {"TEST_JETSON": "1", "COLUMNS": "400"}
 TRITON_PORTS = (8000, 8001, 8002)  # HTTP, gRPC, metrics: the clients have them written in
 
 # Why a case fails or is not run, as the table's category column says it.
@@ -60,7 +64,6 @@ NEEDS_JAX = "needs jax"
 NEEDS_GPU = "needs a GPU"
 NEEDS_CPP = "needs a C++ backend"
 TRITON_ONLY = "tests Triton's own machinery"
-GAP = "Conveyor gap"
 NOT_LAID_OUT = "not laid out by this report"
 
 # --------------------------------------------------------------------------- layout
@@ -106,8 +109,8 @@ class Case:
 
     ``folder``: where the command runs (``pb:`` the python_backend checkout for the examples,
     ``qa:L0_backend_python/SUB`` for a QA test, whose ``models`` folder is built there).
-    ``requires``: Python modules the case needs; ``known``: (category, why) of a failure
-    this report has looked at; ``skip``: (category, why) for a case not run at all.
+    ``requires``: Python modules the case needs; ``skip``: (category, why) for a case not
+    run at all. A failure's reason is never written here: it is what the run showed.
     """
 
     name: str
@@ -117,9 +120,9 @@ class Case:
     server_args: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
     requires: tuple[str, ...] = ()
-    known: tuple[str, str] | None = None
     skip: tuple[str, str] | None = None
     fresh: bool = False  # test.sh empties models/ first
+    log: str = "server.log"  # test.sh's SERVER_LOG, which some tests read
 
 
 DECOUPLED = "model_transaction_policy { decoupled: True }"
@@ -341,6 +344,7 @@ def _qa() -> list[Case]:
             (qa_model("async_execute_decouple"), qa_model("async_execute_decouple_bls")),
             _pytest("concurrency_test.py"),
             fresh=True,
+            log="concurrency_test.server.log",
         ),
         Case(
             "qa/decoupled",
@@ -353,6 +357,7 @@ def _qa() -> list[Case]:
                 qa_model("dlpack_add_sub"),
             ),
             _pytest("decoupled_test.py"),
+            log="decoupled_server.log",
         ),
         Case(
             "qa/ensemble",
@@ -548,63 +553,6 @@ def lay_out(
             config.write_text(text)
 
 
-# Failures looked at, by case: what fails and where the gap is. A row whose failure is not
-# listed here shows the client's last lines instead.
-USING_DECOUPLED = (
-    "pb_utils.using_decoupled_model_transaction_policy is missing, so the model does not load"
-)
-BLS_DECOUPLED = (
-    "BLS InferenceRequest.exec(decoupled=True) (a generator of a decoupled model's "
-    "responses) is not supported (conveyor/triton/pb_utils.py)"
-)
-OUTPUT_AS_CONFIG = (
-    "the model's output has another datatype or shape than its config says (it runs "
-    "unittests and returns OUTPUT0 as FP16 [1] where the config says FP32 [16] or [1]); "
-    "Triton passes it on, Conveyor refuses it"
-)
-ITERATIVE = (
-    "sequence_batching { iterative_sequence } and request rescheduling "
-    "(request.set_release_flags(TRITONSERVER_REQUEST_RELEASE_RESCHEDULE)) are not supported"
-)
-KNOWN: dict[str, tuple[str, str]] = {
-    "examples/decoupled repeat": (GAP, USING_DECOUPLED),
-    "examples/decoupled square": (GAP, USING_DECOUPLED),
-    "examples/bls_decoupled sync": (GAP, BLS_DECOUPLED),
-    "examples/bls_decoupled async": (GAP, BLS_DECOUPLED),
-    "qa/parameters": (
-        GAP,
-        "pb_utils.InferenceResponse(parameters=...) and InferenceResponse.parameters() are "
-        "missing (response parameters, conveyor/triton/pb_utils.py)",
-    ),
-    "qa/async_execute": (
-        GAP,
-        "the model returns DUMMY_OUT of shape [2] where its config says [2, 1] (refused); "
-        + BLS_DECOUPLED,
-    ),
-    "qa/decoupled": (
-        GAP,
-        USING_DECOUPLED
-        + " (execute_cancel, square_int32, decoupled_*_error); "
-        + BLS_DECOUPLED
-        + "; decoupled_bls and dlpack_add_sub need torch",
-    ),
-    "qa/custom_metrics": (GAP, OUTPUT_AS_CONFIG),
-    "qa/argument_validation": (
-        GAP,
-        OUTPUT_AS_CONFIG + "; past that, the model's own unittests of pb_utils argument "
-        "checks fail",
-    ),
-    "qa/request_rescheduling": (GAP, OUTPUT_AS_CONFIG + "; " + ITERATIVE),
-    "qa/request_rescheduling grpc": (GAP, ITERATIVE),
-    "qa/model_control": (
-        GAP,
-        "a load of a model whose name holds shell characters (;|&$ and others) is refused, "
-        "but not with "
-        "Triton's words 'Invalid stub name: contains invalid characters' (Conveyor: 'is not "
-        "a valid model name', conveyor/repository/checks.py); reload and valid names pass",
-    ),
-}
-
 # --------------------------------------------------------------------------- running
 
 
@@ -630,13 +578,55 @@ def precheck(case: Case) -> Outcome | None:
     return None
 
 
-def classify(case: Case, passed: bool, output: str, seconds: float) -> Outcome:
+# What a failing run says about why: pytest's summary lines, unittest's FAIL/ERROR heads,
+# an exception's last line, a client's printed error.
+_PYTEST_SUMMARY = re.compile(r"^(FAILED|ERROR) (\S+?)(?: - (.*))?$")
+_EXCEPTION = re.compile(r"^(\w+\.)*\w*(Error|Exception|Exit)\b:?\s*(.*)$")
+# A log line's head, ``[TIME ]ERROR logger: `` (conveyor/server/log_output.py's formats).
+_SERVER_LOG_HEAD = re.compile(r"^(\S+ )?ERROR \S+: ")
+
+
+def observed_reason(output: str, server_errors: str = "", limit: int = 700) -> str:
+    """Why a run failed, from what it printed: each failing test with its message (pytest's
+    ``FAILED x::y - message``), else the exceptions raised, else its last lines; then the
+    server log's error lines. No reason is written down beforehand: this is what was seen."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    found: list[str] = []
+    for line in lines:
+        match = _PYTEST_SUMMARY.match(line)
+        if match is not None:
+            test = match.group(2).rsplit("::", 1)[-1]
+            found.append(f"{test}: {match.group(3) or match.group(1)}")
+    if not found:
+        for line in lines:
+            match = _EXCEPTION.match(line)
+            if match is not None and not line.startswith("Traceback"):
+                found.append(line)
+    reason = "; ".join(dict.fromkeys(found)) if found else last_lines(output)
+    if server_errors:
+        reason += " — server: " + server_errors
+    return reason[:limit]
+
+
+def server_error_lines(log: Path, count: int = 3) -> str:
+    """The server log's first distinct ERROR lines, without their timestamps."""
+    if not log.exists():
+        return ""
+    errors = [
+        _SERVER_LOG_HEAD.sub("", line).strip()
+        for line in log.read_text(errors="replace").splitlines()
+        if _SERVER_LOG_HEAD.match(line)
+    ]
+    return " | ".join(list(dict.fromkeys(errors))[:count])[:400]
+
+
+def classify(
+    case: Case, passed: bool, output: str, seconds: float, server_errors: str = ""
+) -> Outcome:
     if passed:
         return Outcome(case.name, "pass", "", "", seconds)
-    tail = last_lines(output)
-    known = case.known or KNOWN.get(case.name)
-    category, why = known if known is not None else ("", tail)
-    return Outcome(case.name, "fail", category, why, seconds, tail)
+    why = observed_reason(output, server_errors)
+    return Outcome(case.name, "fail", "", why, seconds, last_lines(output), server_errors)
 
 
 def run_case(case: Case, python_backend: Path, qa: Path) -> Outcome:
@@ -646,7 +636,7 @@ def run_case(case: Case, python_backend: Path, qa: Path) -> Outcome:
     folder = source_path(case.folder, python_backend, qa)
     repository = folder / "models"
     lay_out(case.models, repository, python_backend, qa, case.fresh)
-    log = folder / "server.log"
+    log = folder / case.log
     log.unlink(missing_ok=True)  # two cases of one QA folder each get their own log
     start = time.monotonic()
     # Not strict: a model that cannot load here (torch missing) fails its own requests
@@ -679,11 +669,8 @@ def run_case(case: Case, python_backend: Path, qa: Path) -> Outcome:
         return classify(case, False, f"server did not start: {exc}", time.monotonic() - start)
     text = done.stdout + done.stderr
     passed = done.returncode == 0 and "Traceback" not in text
-    outcome = classify(case, passed, text, time.monotonic() - start)
-    if not passed and log.exists():  # what the server said, to check ``why`` against
-        errors = [line for line in log.read_text().splitlines() if "ERROR" in line]
-        outcome.server_errors = " | ".join(errors[:5])[:800]
-    return outcome
+    errors = "" if passed else server_error_lines(log)
+    return classify(case, passed, text, time.monotonic() - start, errors)
 
 
 def scratch_copy(python_backend: Path, server: Path, into: Path) -> tuple[Path, Path]:

@@ -47,14 +47,17 @@ class ResponseStream(Iterator[Outputs], AsyncIterator[Outputs]):
         self._ended = False  # the producer sent its last response (or failed)
         self._error: BaseException | None = None
         self._closed = False  # the consumer went away
+        self._ended_with_response = False  # the last response came marked as the last
+        self._cancel_requested = False  # the consumer asked the producer to stop, reads on
         self._on_close: list[Callable[[], object]] = []
         # async consumers waiting for a change: (their loop, the future to wake)
         self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
 
     # -- the producer's side ---------------------------------------------------------------
 
-    def put(self, outputs: Outputs, timeout: float | None = None) -> None:
-        """Hand one response to the consumer; wait while the buffer is full.
+    def put(self, outputs: Outputs, timeout: float | None = None, final: bool = False) -> None:
+        """Hand one response to the consumer; wait while the buffer is full. ``final``: the
+        producer says it is the last (``finish`` follows): ``ended_with_response``.
 
         Raises Cancelled once the consumer has closed the stream (stop producing), and
         DeadlineExceeded if the buffer stays full for ``timeout`` seconds.
@@ -72,6 +75,7 @@ class ResponseStream(Iterator[Outputs], AsyncIterator[Outputs]):
             if self._ended:
                 raise Cancelled("the stream has ended; no response can follow its last")
             self._items.append(outputs)
+            self._ended_with_response = final
             self._wake()
 
     def finish(self, error: BaseException | None = None) -> None:
@@ -90,6 +94,22 @@ class ResponseStream(Iterator[Outputs], AsyncIterator[Outputs]):
                 self._on_close.append(callback)
                 return
         callback()
+
+    def request_cancel(self) -> None:
+        """Ask the producer to stop (``cancel_requested``) while reading on: what it still
+        sends, an error included, is read as usual (Triton's BLS ResponseIterator.cancel,
+        which a model may also ignore)."""
+        self._cancel_requested = True
+
+    @property
+    def cancel_requested(self) -> bool:
+        return self._cancel_requested
+
+    @property
+    def ended_with_response(self) -> bool:
+        """True when the producer marked its last response as the last (a Triton model's
+        ``send(response, flags=COMPLETE_FINAL)``), not ended after it with no response."""
+        return self._ended_with_response
 
     @property
     def closed(self) -> bool:

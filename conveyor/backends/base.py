@@ -71,8 +71,10 @@ Destinations = Mapping[str, np.ndarray]
 class Responses(Protocol):
     """Where a decoupled model sends the responses of one request (the engine's side)."""
 
-    def send(self, outputs: dict[str, np.ndarray]) -> None:
-        """One response; waits while the consumer is behind; Cancelled once it is gone."""
+    def send(self, outputs: dict[str, np.ndarray], final: bool = False) -> None:
+        """One response; waits while the consumer is behind; Cancelled once it is gone.
+        ``final``: it is the request's last (its ``close`` follows), sent as one with the
+        final flag, as a BLS caller's iterator tells apart from a final flag sent alone."""
 
     def close(self, error: Exception | None = None) -> None:
         """The request is answered: no response follows (``error``: it failed)."""
@@ -93,9 +95,10 @@ class LoadedModel(abc.ABC):
     # keeps at most this many executions started and not yet done; the instance thread that
     # started one is free at once to take the next batch.
     max_in_flight: int = 0
-    # False: each output goes back in the shape the model gave it, whatever its config's
-    # dims say (Triton's Python backend sends a tensor's own shape and checks none).
-    checks_output_shapes: bool = True
+    # False: each output goes back with the shape and datatype the model gave it, whatever
+    # its config says (Triton's Python backend sends a tensor's own datatype and shape, and
+    # Triton's core checks neither against the config, only that the output is declared).
+    checks_outputs: bool = True
 
     @abc.abstractmethod
     def run(self, inputs: dict[str, np.ndarray], outputs: Sequence[str]) -> dict[str, np.ndarray]:
@@ -143,6 +146,18 @@ class LoadedModel(abc.ABC):
         more, and the model should stop.
         """
         raise NotImplementedError(f"{type(self).__name__} does not answer with many responses")
+
+    def run_streams(self, requests: Sequence[tuple[RequestData, Responses]]) -> None:
+        """Run a batch of a decoupled model's requests, each with its own ``responses``.
+
+        By default each on its own (``run_stream``); a model that takes a batch in one call
+        (a Triton model's ``execute(requests)``) overrides it. A request that fails is
+        closed with its error; the others go on."""
+        for request, responses in requests:
+            try:
+                self.run_stream(request, responses)
+            except Exception as exc:
+                responses.close(exc)
 
     def forked(self, index: int, caller: ModelCaller | None) -> LoadedModel:
         """What worker process ``index`` (of process instances) runs, right after its fork.

@@ -116,13 +116,21 @@ class TritonModel(LoadedModel):
 
     thread_safe = False  # one TritonPythonModel per instance, as Triton gives each its own
     separate_requests = True
-    checks_output_shapes = False  # as Triton's Python backend: a response's own shapes
+    checks_outputs = False  # as Triton's Python backend: a response's own datatypes, shapes
 
     def __init__(
-        self, config: ModelConfig, instance: Any, caller: ModelCaller | None, version: str
+        self,
+        config: ModelConfig,
+        instance: Any,
+        caller: ModelCaller | None,
+        version: str,
+        instance_index: int = 0,
     ) -> None:
         self.config = config
         self.instance = instance
+        # Triton's name of the instance (its initialize() args' model_instance_name), which
+        # Triton's messages about an instance use.
+        self.instance_name = f"{config.name}_0_{instance_index}"
         self._caller = caller
         self._version = int(version) if version.isdigit() else -1
         self._loop: _InstanceLoop | None = None  # made by the first ``async def execute``
@@ -167,30 +175,42 @@ class TritonModel(LoadedModel):
         return self._loop.submit(_awaited(awaitable, self._caller, type(self.instance)))
 
     def run_stream(self, request: RequestData, responses: Responses) -> None:
-        triton_request = self._triton_request(request)
-        triton_request._stream_to(responses)
-        returned = self._call_execute([triton_request])
+        self.run_streams([(request, responses)])
+
+    def run_streams(self, requests: Sequence[tuple[RequestData, Responses]]) -> None:
+        """One ``execute`` for the batch's requests, as Triton's decoupled models get them
+        (a model may treat the batch's first request apart). Raising fails every request
+        of the batch that the model did not end itself."""
+        triton_requests = []
+        for request, responses in requests:
+            triton_request = self._triton_request(request)
+            triton_request._stream_to(responses)
+            triton_requests.append(triton_request)
+        senders = [responses for _, responses in requests]
+        returned = self._call_execute(triton_requests)
         if inspect.isawaitable(returned):
-            # Not waited for: the coroutine sends its responses and ends the request itself.
+            # Not waited for: the coroutine sends its responses and ends the requests itself.
             running = self._start(returned)
-            running.add_done_callback(lambda done: self._coroutine_done(done, responses))
+            running.add_done_callback(lambda done: self._coroutine_done(done, senders))
             return
         self._check_decoupled_return(returned)
 
-    def _coroutine_done(self, done: concurrent.futures.Future[Any], responses: Responses) -> None:
+    def _coroutine_done(
+        self, done: concurrent.futures.Future[Any], senders: Sequence[Responses]
+    ) -> None:
         try:
             self._check_decoupled_return(done.result())
         except BaseException as exc:  # the model's own error, or a cancelled coroutine
             failure = exc if isinstance(exc, Exception) else ModelError(repr(exc))
-            responses.close(failure)  # a no-op once the model sent its final flag
+            for responses in senders:
+                responses.close(failure)  # a no-op once the model sent its final flag
 
     def _check_decoupled_return(self, returned: object) -> None:
         if returned not in (None, []):
             raise ModelError(
-                f"Python model {self.config.name!r} is using the decoupled mode and the "
-                "execute function must return None (it sends its responses with "
-                "request.get_response_sender()); it returned a "
-                f"{type(returned).__name__}"
+                f"Python model '{self.instance_name}' is using the decoupled mode and the "
+                "execute function must return None. It sends its responses with "
+                f"request.get_response_sender(); it returned a {type(returned).__name__}."
             )
 
     def run_requests(
@@ -351,7 +371,7 @@ def _initialized(
         }
         with pb_utils.calling_through(caller), running_model(model_class):
             initialize(args)
-    return TritonModel(config, instance, caller, version_dir.name)
+    return TritonModel(config, instance, caller, version_dir.name, instance_index)
 
 
 class TritonProcessModel(LoadedModel):
@@ -362,7 +382,7 @@ class TritonProcessModel(LoadedModel):
     """
 
     separate_requests = True
-    checks_output_shapes = False
+    checks_outputs = False
 
     def __init__(self, config: ModelConfig, version_dir: Path, model_class: type) -> None:
         self.config = config

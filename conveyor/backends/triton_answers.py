@@ -43,7 +43,7 @@ class OneAnswer:
         with self._lock:
             return self._answer is not None
 
-    def send(self, outputs: dict[str, np.ndarray]) -> None:
+    def send(self, outputs: dict[str, np.ndarray], final: bool = False) -> None:
         with self._lock:
             self._check_open()
             if self._answer is not None:

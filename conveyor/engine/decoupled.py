@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import logging
 import threading
 import time
 import traceback
@@ -24,12 +25,14 @@ from typing import TYPE_CHECKING, Protocol, cast
 
 import numpy as np
 
-from conveyor.backends.base import LoadedModel, RequestData
+from conveyor.backends.base import LoadedModel, RequestData, Responses, SequenceInfo
 from conveyor.engine.request import Request
 from conveyor.errors import Cancelled, ConveyorError, ModelError, Unsupported
 from conveyor.futures import InferFuture, Outputs, RequestTimeline
 from conveyor.repository.ensemble import ENSEMBLE
 from conveyor.streams import ResponseStream
+
+log = logging.getLogger("conveyor.engine")
 
 if TYPE_CHECKING:
     from conveyor.engine.failures import FailureLog
@@ -59,6 +62,7 @@ class ModelVersion(Protocol):
         timeout: float | None,
         request_id: str | None,
         future: InferFuture | None = None,
+        sequence: SequenceInfo | None = None,
         parameters: Mapping[str, object] | None = None,
         timeline: RequestTimeline | None = None,
     ) -> InferFuture: ...
@@ -123,10 +127,12 @@ def start_stream(
     timeout: float | None,
     request_id: str | None,
     buffer: int,
+    sequence: SequenceInfo | None = None,
     parameters: Mapping[str, object] | None = None,
     timeline: RequestTimeline | None = None,
 ) -> ResponseStream:
     """Queue one request of ``version``; return the stream its responses will arrive on.
+    ``sequence``: the request's sequence (never an ensemble's: the engine refuses that).
 
     ``timeline``: stamped as ``submit`` stamps it, plus each response of a decoupled model."""
     stream = ResponseStream(buffer)
@@ -142,17 +148,20 @@ def start_stream(
             timeout=timeout,
             request_id=request_id,
             future=future,
+            sequence=sequence,
             parameters=parameters,
             timeline=timeline,
         )
         future.add_done_callback(lambda done: stream.finish(_error_of(done)))
-    elif parameters and version.config.backend != ENSEMBLE:  # an ensemble takes none
+    elif (parameters or sequence is not None) and version.config.backend != ENSEMBLE:
+        # An ensemble takes neither parameters nor a sequence.
         future = cast(ModelVersion, version).submit(
             inputs,
             outputs=outputs,
             priority=priority,
             timeout=timeout,
             request_id=request_id,
+            sequence=sequence,
             parameters=parameters,
             timeline=timeline,
         )
@@ -191,23 +200,29 @@ def _answer_once(stream: ResponseStream, done: concurrent.futures.Future[Outputs
 
 
 def run_decoupled(version: ModelVersion, model: LoadedModel, batch: list[Request]) -> None:
-    """On an instance thread: run each request of ``batch`` on its own, streaming."""
+    """On an instance thread: run ``batch``, streaming (one call for the whole batch, to a
+    model that takes one: a Triton model's ``execute`` gets the batch's requests)."""
+    runs: list[tuple[RequestData, Responses]] = []
     for request in batch:
         responses = _Responses(version, request)
         try:
             inputs = version._reshaped(dict(request.inputs), version.config.inputs, reshape=True)
-            model.run_stream(
-                RequestData(
-                    inputs,
-                    request.outputs,
-                    request.future.request_id,
-                    None,
-                    request.parameters or {},
-                ),
-                responses,
-            )
         except Exception as exc:
             responses.close(exc)
+            continue
+        data = RequestData(
+            inputs,
+            request.outputs,
+            request.future.request_id,
+            request.sequence,  # a decoupled sequence model's correlation ID, flags
+            request.parameters or {},
+        )
+        runs.append((data, responses))
+    try:
+        model.run_streams(runs)
+    except Exception as exc:
+        for _, sender in runs:
+            sender.close(exc)
 
 
 class _Responses:
@@ -232,10 +247,11 @@ class _Responses:
 
     @property
     def cancelled(self) -> bool:
-        """True once the stream's consumer went away (Triton's ``is_cancelled``)."""
-        return self._stream.closed
+        """True once the stream's consumer went away or asked for a stop (Triton's
+        ``is_cancelled``)."""
+        return self._stream.closed or self._stream.cancel_requested
 
-    def send(self, outputs: dict[str, np.ndarray]) -> None:
+    def send(self, outputs: dict[str, np.ndarray], final: bool = False) -> None:
         version, request = self._version, self._request
         if self._closed:
             # Triton's words, which models compare with str(exception).
@@ -251,11 +267,20 @@ class _Responses:
         checked = version._check_produced(produced, wanted, request.batch_size)
         if self._timeline is not None:  # tracing: the model sent a response now
             self._timeline.responses.append(time.perf_counter_ns())
-        self._stream.put(checked)
+        self._stream.put(checked, final=final)
 
     def close(self, error: Exception | None = None) -> None:
         with self._lock:
             if self._closed:
+                if error is not None and not isinstance(error, Cancelled):
+                    # The model failed after its final response (it raised after sending
+                    # the final flag): nobody can be told but the log, as Triton logs it.
+                    log.error(
+                        "model %r failed after its final response: %s: %s",
+                        self._version.name,
+                        type(error).__name__,
+                        error,
+                    )
                 return
             self._closed = True
         version, request = self._version, self._request

@@ -279,6 +279,7 @@ class Engine:
         timeout: float | None = None,
         request_id: str | None = None,
         buffer: int = DEFAULT_BUFFER,
+        sequence: SequenceInfo | None = None,
         parameters: Mapping[str, object] | None = None,
         timeline: RequestTimeline | None = None,
     ) -> ResponseStream:
@@ -289,10 +290,16 @@ class Engine:
         stream's only response. Queueing, priority and ``timeout`` are ``submit``'s;
         closing the stream cancels the request (see :mod:`conveyor.streams`).
         ``timeline``: as ``submit``'s, plus when each response of a decoupled model came.
+        ``sequence``: as ``submit``'s (a decoupled model with sequence_batching too).
         """
         if self._closing:
             raise ShuttingDown("the engine is shutting down; it takes no new requests")
         served = self._version(model, version)
+        if sequence is not None and isinstance(served, EnsembleVersion):
+            raise InvalidInput(
+                f"ensemble {model!r} takes no sequence_id: sequences go to the stateful "
+                "model itself"
+            )
         while True:
             try:
                 return start_stream(
@@ -303,6 +310,7 @@ class Engine:
                     timeout=timeout,
                     request_id=request_id,
                     buffer=buffer,
+                    sequence=sequence,
                     parameters=parameters,
                     timeline=timeline,
                 )

@@ -111,11 +111,9 @@ class ModelVersion:
             )
             for spec in config.outputs
         }
-        # False for a Triton Python model: its outputs keep the shapes it gave them.
-        self._checks_output_shapes = (
-            processes.checks_output_shapes
-            if processes is not None
-            else loaded[0].checks_output_shapes
+        # False for a Triton Python model: its outputs keep the datatypes and shapes it gave them.
+        self._checks_outputs = (
+            processes.checks_outputs if processes is not None else loaded[0].checks_outputs
         )
         self._output_dtypes = {
             spec.name: dtype
@@ -506,12 +504,12 @@ class ModelVersion:
                         f"model {self.name!r} returned datatype {v2_name(array.dtype)} for "
                         f"BYTES output {name!r}; expected an object array of bytes"
                     )
-            elif array.dtype != self._output_dtype(name, spec.datatype):
+            elif self._checks_outputs and array.dtype != self._output_dtype(name, spec.datatype):
                 raise ModelError(
                     f"model {self.name!r} returned datatype {v2_name(array.dtype)} for output "
                     f"{name!r}; expected {spec.datatype}"
                 )
-            if self._checks_output_shapes and not self._output_shape_fits(array.shape, name, total):
+            if self._checks_outputs and not self._output_shape_fits(array.shape, name, total):
                 expected = [total, *spec.shape] if self._batch_dims else list(spec.shape)
                 raise ModelError(
                     f"model {self.name!r} returned shape {list(array.shape)} for output "

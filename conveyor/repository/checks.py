@@ -28,10 +28,20 @@ MODEL_NAME_RULE = (
 )
 
 
+# The characters Triton's Python backend refuses in a model (stub) name, shell ones: a
+# client matching its refusal looks for its words first.
+TRITON_INVALID_CHARS = frozenset(";|&$`<>()[]{}\\\"'*?~#!")
+
+
 def require_model_name(name: str) -> None:
     """ModelNotFound unless ``name`` can be a model's folder (never '..', never a path)."""
     if not MODEL_NAME.fullmatch(name):
-        raise ModelNotFound(f"{name!r} is not a valid model name")
+        triton = (
+            "Invalid stub name: contains invalid characters; "
+            if (TRITON_INVALID_CHARS.intersection(name))
+            else ""
+        )
+        raise ModelNotFound(f"{triton}{name!r} is not a valid model name")
 
 
 def _version_folders(path: Path) -> list[str]:

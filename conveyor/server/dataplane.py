@@ -428,6 +428,7 @@ class DataPlane(TraceExtension):
             priority=options.priority,
             timeout=options.timeout,
             request_id=request_id,
+            sequence=_sequence(options),
             parameters=options.custom or None,
             timeline=None if trace is None else trace.timeline,
         )

@@ -120,23 +120,46 @@ def test_a_case_needing_a_missing_module_is_not_run_and_says_which():
     assert outcome is not None and outcome.category == report.NEEDS_GPU
 
 
-def test_a_failure_is_classified_by_what_was_found_else_shows_the_clients_words():
-    known = report.classify(_case("examples/decoupled square"), False, "Traceback...", 1.0)
-    assert (known.result, known.category) == ("fail", report.GAP)
-    assert "using_decoupled_model_transaction_policy" in known.why
-    assert known.output == "Traceback..."  # kept, to check the classification against
+def test_a_failure_says_what_the_run_showed_not_a_reason_written_beforehand(tmp_path: Path):
+    pytest_output = (
+        "F.\n=== short test summary info ===\n"
+        "FAILED response_parameters_test.py::ResponseParametersTest::test_setting_empty - "
+        "AssertionError: 'x' != 'y'\n1 failed, 1 passed in 0.5s\n"
+    )
+    log = tmp_path / "server.log"
+    log.write_text(
+        "2026-12-04T23:30:01.123Z INFO conveyor.engine: loaded\n"
+        "2026-12-04T23:30:02.456Z ERROR conveyor.engine: model 'm': output 'OUT' is INT64\n"
+        "ERROR conveyor.engine: model 'm': output 'OUT' is INT64\n"
+    )
+    errors = report.server_error_lines(log)
+    assert errors == "model 'm': output 'OUT' is INT64"  # timestamp gone, once
+    outcome = report.classify(_case("qa/parameters"), False, pytest_output, 1.0, errors)
+    assert (outcome.result, outcome.category) == ("fail", "")
+    assert outcome.why == ("test_setting_empty: AssertionError: 'x' != 'y' — server: " + errors)
+    # A client script's exception, not pytest: its last line says it.
+    script = "Traceback (most recent call last):\n  File x\ntritonclient.utils."
+    script += "InferenceServerException: [400] unexpected datatype INT64\n"
+    why = report.classify(_case("examples/bls_decoupled sync"), False, script, 1.0).why
+    assert why == "tritonclient.utils.InferenceServerException: [400] unexpected datatype INT64"
     unknown = report.Case("new", "pb:", (), ("true",))
-    outcome = report.classify(unknown, False, "line one\n\nAssertionError: 2 != 1\n", 1.0)
-    assert (outcome.category, outcome.why) == ("", "line one | AssertionError: 2 != 1")
+    outcome = report.classify(unknown, False, "line one\n\nwrong answer 2 != 1\n", 1.0)
+    assert (outcome.category, outcome.why) == ("", "line one | wrong answer 2 != 1")
     assert report.classify(unknown, True, "", 1.0).result == "pass"
 
 
 def test_the_table_has_a_row_per_case_with_its_reason():
     outcomes = [
         report.Outcome("examples/add_sub", "pass", "", ""),
-        report.Outcome("qa/x", "fail", report.GAP, "a | b"),
+        report.Outcome("qa/x", "fail", report.NEEDS_GPU, "a | b"),
     ]
     lines = report.table(outcomes).splitlines()
     assert lines[0] == "| case | result | why not pass |"
     assert lines[2] == "| examples/add_sub | pass |  |"
-    assert lines[3] == "| qa/x | fail | Conveyor gap: a \\| b |"
+    assert lines[3] == "| qa/x | fail | needs a GPU: a \\| b |"
+
+
+def test_a_case_logs_where_its_test_sh_does():
+    # decoupled_test.py reads "decoupled_server.log", its test.sh's SERVER_LOG.
+    assert _case("qa/decoupled").log == "decoupled_server.log"
+    assert _case("qa/parameters").log == "server.log"

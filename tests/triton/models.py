@@ -383,8 +383,108 @@ instance_group [
 ]
 """
 
+# As python_backend's examples/bls_decoupled sync model: its SUM is ``np.array([0])``
+# (INT64) where the config says TYPE_INT32. Triton sends a tensor's own datatype (and its
+# core checks only that the output is declared), so the client gets INT64.
+OWN_DATATYPE = """
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        return [
+            pb_utils.InferenceResponse([pb_utils.Tensor("SUM", np.array([0, 7]))])
+            for _ in requests
+        ]
+"""
+
+OWN_DATATYPE_PBTXT = """
+name: "own_datatype"
+backend: "python"
+input [ { name: "IN", data_type: TYPE_INT32, dims: [ 1 ] } ]
+output [ { name: "SUM", data_type: TYPE_INT32, dims: [ 1 ] } ]
+"""
+
+# Argument checks as Triton's typed (pybind11) API makes them, after Triton's own
+# qa/python_models/argument_validation: the model answers the checks that did not raise
+# what Triton raises (none: an empty list).
+ARGUMENT_CHECKS = """
+import json
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+T = pb_utils.Tensor("X", np.zeros(1, np.int32))
+CHECKS = [
+    (pb_utils.TritonModelException, lambda: pb_utils.InferenceRequest(
+        inputs=[None], model_name="m", requested_output_names=["o"])),
+    (TypeError, lambda: pb_utils.InferenceRequest(
+        inputs=None, model_name="m", requested_output_names=["o"])),
+    (TypeError, lambda: pb_utils.InferenceRequest(
+        inputs=[T], model_name=None, requested_output_names=["o"])),
+    (TypeError, lambda: pb_utils.InferenceRequest(
+        inputs=[T], model_name="m", requested_output_names=[None])),
+    (TypeError, lambda: pb_utils.InferenceRequest(
+        inputs=[T], model_name="m", requested_output_names=["o"], correlation_id=None)),
+    (TypeError, lambda: pb_utils.InferenceRequest(
+        inputs=[T], model_name="m", requested_output_names=["o"], request_id=None)),
+    (TypeError, lambda: pb_utils.InferenceRequest(
+        inputs=[T], model_name="m", requested_output_names=["o"], flags=None)),
+    (pb_utils.TritonModelException, lambda: pb_utils.InferenceResponse(output_tensors=[None])),
+    (TypeError, lambda: pb_utils.InferenceResponse(output_tensors=None)),
+    (TypeError, lambda: pb_utils.Tensor(None, np.zeros(1))),
+    (TypeError, lambda: pb_utils.Tensor("X", None)),
+    (TypeError, lambda: pb_utils.Logger.log("m", None)),
+    (TypeError, lambda: pb_utils.Logger.log("m", 1)),
+    (TypeError, lambda: pb_utils.Logger.log_info(None)),
+    # A response's parameters: str keys, bool/int/str values (not float), as Triton's.
+    (pb_utils.TritonModelException, lambda: pb_utils.InferenceResponse(parameters=[])),
+    (pb_utils.TritonModelException, lambda: pb_utils.InferenceResponse(parameters={1: "x"})),
+    (pb_utils.TritonModelException, lambda: pb_utils.InferenceResponse(parameters={"f": 0.5})),
+]
+# Triton's words (qa/python_models/response_parameters), which its test compares.
+WORDS = [
+    ({"f": 0.5}, "Expect parameters values to have type bool/int/str, found type <class 'float'>"),
+    ({1: "x"}, "Expect parameters keys to have type str, found type <class 'int'>"),
+    ([], ", got <class 'list'>"),
+]
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        wrong = []
+        for number, (expected, call) in enumerate(CHECKS):
+            try:
+                call()
+                wrong.append(f"{number}: nothing raised")
+            except Exception as exc:
+                if type(exc) is not expected:
+                    wrong.append(f"{number}: {type(exc).__name__}")
+        for parameters, words in WORDS:
+            try:
+                pb_utils.InferenceResponse(parameters=parameters)
+            except pb_utils.TritonModelException as exc:
+                if words not in str(exc):
+                    wrong.append(str(exc))
+        pb_utils.Logger.log("levels unspecified are INFO")  # does not raise
+        out = np.array([json.dumps(wrong).encode()], dtype=np.object_)
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("WRONG", out)]) for _ in requests]
+"""
+
+ARGUMENT_CHECKS_PBTXT = """
+name: "argument_checks"
+backend: "python"
+input [ { name: "IN", data_type: TYPE_INT32, dims: [ 1 ] } ]
+output [ { name: "WRONG", data_type: TYPE_STRING, dims: [ 1 ] } ]
+"""
+
 # Models whose config is Triton's config.pbtxt, as Triton's repository has it.
-PBTXT_MODELS = {"init_args": (INIT_ARGS, INIT_ARGS_PBTXT)}
+PBTXT_MODELS = {
+    "init_args": (INIT_ARGS, INIT_ARGS_PBTXT),
+    "own_datatype": (OWN_DATATYPE, OWN_DATATYPE_PBTXT),
+    "argument_checks": (ARGUMENT_CHECKS, ARGUMENT_CHECKS_PBTXT),
+}
 
 MODELS = {
     "add_sub": (ADD_SUB, ADD_SUB_CONFIG.format(instances=2)),

@@ -6,6 +6,7 @@ Every protocol test runs over HTTP and gRPC; the models are in models.py.
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -109,6 +110,27 @@ def test_outputs_keep_the_shape_the_model_gave_them(client: Any, protocol: str):
     out = result.as_numpy("OUT")
     assert out.shape == (1,)
     assert out.tolist() == [7.0]  # the seven keys of initialize()'s args
+
+
+def test_outputs_keep_the_datatype_the_model_gave_them(client: Any, protocol: str):
+    # The model answers INT64 [2] where its config says TYPE_INT32 [1], as python_backend's
+    # examples/bls_decoupled does: Triton passes the tensor on as it is, and so does Conveyor.
+    result = _infer(client, protocol, "own_datatype", {"IN": (np.array([1], np.int32), "INT32")})
+    out = result.as_numpy("SUM")
+    assert out.dtype == np.int64
+    assert out.tolist() == [0, 7]
+    response = result.get_response()
+    datatype = (
+        response["outputs"][0]["datatype"] if protocol == "http" else (response.outputs[0].datatype)
+    )
+    assert datatype == "INT64"
+
+
+def test_pb_utils_arguments_of_a_wrong_type_raise_what_triton_raises(client: Any, protocol: str):
+    # TypeError for an argument of another type (Triton's API is typed through pybind11),
+    # TritonModelException with Triton's words for a None tensor in a list.
+    result = _infer(client, protocol, "argument_checks", {"IN": (np.array([1], np.int32), "INT32")})
+    assert json.loads(result.as_numpy("WRONG")[0]) == []
 
 
 def test_strings_and_request_accessors(client: Any, protocol: str):
@@ -255,10 +277,20 @@ def test_pb_utils_alias_is_gone_after_load_and_decoupled_process_instances_say_t
 
 
 def test_exec_outside_a_model_says_no_server_is_reachable():
+    # In a fresh process: one that has served a model keeps its caller for the threads a
+    # model starts itself.
+    code = (
+        "from conveyor.triton import pb_utils\n"
+        "request = pb_utils.InferenceRequest(model_name='x', inputs=[], "
+        "requested_output_names=[])\n"
+        "try:\n"
+        "    request.exec()\n"
+        "except pb_utils.TritonModelException as exc:\n"
+        "    print(exc)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert "initialize() or execute()" in done.stdout, done.stderr
     from conveyor.triton import pb_utils
 
-    request = pb_utils.InferenceRequest(model_name="x", inputs=[], requested_output_names=[])
-    with pytest.raises(pb_utils.TritonModelException, match="initialize\\(\\) or execute\\(\\)"):
-        request.exec()
     assert pb_utils.numpy_to_triton_type(np.float32) == 11
     assert pb_utils.triton_to_numpy_type(13) is np.object_

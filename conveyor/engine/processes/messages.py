@@ -143,7 +143,7 @@ class Load(_Message):
 class Loaded(_Message):
     config: ModelConfig
     separate_requests: bool  # the loaded model's: its batches go as ExecuteRequests
-    checks_output_shapes: bool = True  # the loaded model's (LoadedModel.checks_output_shapes)
+    checks_outputs: bool = True  # the loaded model's (LoadedModel.checks_outputs)
 
 
 # engine -> zygote: fork a worker that serves the socket riding along as an fd

@@ -79,7 +79,7 @@ class ProcessPool:
         self.caller = caller  # answers the workers' calls to other models
         self.metrics = WorkerMetrics()  # the workers' custom metrics, in the engine's store
         self.separate_requests = False
-        self.checks_output_shapes = True
+        self.checks_outputs = True
         self._source = config  # as the repository gave it: what a restarted zygote loads
         self._version_dir = version_dir
         self._lock = threading.Lock()  # one zygote request/reply at a time
@@ -105,7 +105,7 @@ class ProcessPool:
             )
         self.config = reply.config
         self.separate_requests = reply.separate_requests
-        self.checks_output_shapes = reply.checks_output_shapes
+        self.checks_outputs = reply.checks_outputs
         self.generation += 1
         return zygote
 

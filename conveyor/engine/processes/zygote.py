@@ -176,7 +176,7 @@ def _zygote_main(config: ModelConfig, version_dir: Path, channel: Channel) -> in
     except Exception as exc:
         channel.send(Failed(0, flatten_error(exc, config.name)))
         return 0
-    channel.send(Loaded(config, model.separate_requests, model.checks_output_shapes))
+    channel.send(Loaded(config, model.separate_requests, model.checks_outputs))
     # Move everything alive now out of the collector's reach: a collection in a worker would
     # otherwise write to every object's header and unshare the pages they live on.
     gc.collect()

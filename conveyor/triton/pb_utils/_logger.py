@@ -33,21 +33,31 @@ class Logger:
     VERBOSE = LogLevel.VERBOSE
 
     @staticmethod
-    def log(message: str, level: int = LogLevel.INFO) -> None:
-        _log.log(_LEVELS.get(LogLevel(level), logging.INFO), "%s", message)
+    def log(message: str, level: object = LogLevel.INFO) -> None:
+        # Typed as Triton's (pybind11): a level that is not a LogLevel (1, None) is a
+        # TypeError, so is a message that is not a str.
+        if not isinstance(level, LogLevel):
+            raise TypeError(f"Logger.log level: expected a pb_utils.LogLevel, got {level!r}")
+        _log.log(_LEVELS[level], "%s", _message(message))
 
     @staticmethod
     def log_info(message: str) -> None:
-        _log.info("%s", message)
+        _log.info("%s", _message(message))
 
     @staticmethod
     def log_warn(message: str) -> None:
-        _log.warning("%s", message)
+        _log.warning("%s", _message(message))
 
     @staticmethod
     def log_error(message: str) -> None:
-        _log.error("%s", message)
+        _log.error("%s", _message(message))
 
     @staticmethod
     def log_verbose(message: str) -> None:
-        _log.debug("%s", message)
+        _log.debug("%s", _message(message))
+
+
+def _message(message: object) -> str:
+    if not isinstance(message, str):
+        raise TypeError(f"Logger message: expected a str, got {type(message).__name__}")
+    return message

@@ -19,6 +19,7 @@ from conveyor.triton.pb_utils._tensors import PreferredMemory, Tensor
 
 if TYPE_CHECKING:
     from conveyor.backends.base import ModelCaller, Responses
+    from conveyor.streams import ResponseStream
 
 # Triton's request flags (request.flags()), response flag (sender.send(flags=...)) and
 # request release flags (request.set_release_flags), with Triton's values.
@@ -34,11 +35,17 @@ TRITONSERVER_REQUEST_RELEASE_RESCHEDULE = 2
 _caller: contextvars.ContextVar[ModelCaller | None] = contextvars.ContextVar(
     "conveyor_triton_caller", default=None
 )
+# A thread a model starts itself (to send a decoupled model's responses, say) inherits no
+# context variable; its exec() goes through the caller last given here (the process's
+# server), as in Triton, where any thread of the stub reaches the server.
+_last_caller: list[ModelCaller] = []
 
 
 @contextlib.contextmanager
 def calling_through(caller: ModelCaller | None) -> Iterator[None]:
     """While inside, ``InferenceRequest.exec()`` submits through ``caller`` (the backend's)."""
+    if caller is not None:
+        _last_caller[:] = [caller]
     token = _caller.set(caller)
     try:
         yield
@@ -46,20 +53,37 @@ def calling_through(caller: ModelCaller | None) -> Iterator[None]:
         _caller.reset(token)
 
 
-def _parameters_json(parameters: Mapping[str, Any] | str | None, where: str) -> str:
+def _typed(what: str, value: object, types: Any) -> None:
+    """TypeError unless ``value`` is of ``types``, as Triton's typed (pybind11) arguments."""
+    if not isinstance(value, types):
+        raise TypeError(f"{what}: expected {types}, got {type(value).__name__} {value!r}")
+
+
+def _parameters_json(
+    parameters: Mapping[str, Any] | str | None, where: str, *, numbers: bool = True
+) -> str:
+    """The parameters as a JSON object string. Refusals are in Triton's words (its
+    PyParametersToJSON), which models and tests compare; ``numbers``: floats allowed too
+    (a request's parameters, which clients may send); a response's are bool/int/str only,
+    as Triton's."""
     if parameters is None:
         return "{}"
     if isinstance(parameters, str):
         parameters = json.loads(parameters)
     if not isinstance(parameters, Mapping):
         raise TritonModelException(
-            f"{where}: parameters must be a dict, got {type(parameters).__name__}"
+            f"{where}: Expect dict, got {type(parameters)} (parameters must be a dict)"
         )
+    values = (bool, int, float, str) if numbers else (bool, int, str)
     for key, value in parameters.items():
-        if not isinstance(key, str) or not isinstance(value, bool | int | float | str):
+        if not isinstance(key, str):
             raise TritonModelException(
-                f"{where}: parameter {key!r} = {value!r}; expected str keys and bool, number "
-                "or str values"
+                f"Expect parameters keys to have type str, found type {type(key)}"
+            )
+        if not isinstance(value, values):
+            kinds = "bool/int/float/str" if numbers else "bool/int/str"
+            raise TritonModelException(
+                f"Expect parameters values to have type {kinds}, found type {type(value)}"
             )
     return json.dumps(dict(parameters))
 
@@ -79,9 +103,12 @@ class InferenceResponse:
         error: TritonError | None = None,
         parameters: Mapping[str, Any] | str | None = None,
     ) -> None:
+        _typed("output_tensors", output_tensors, list | tuple)
+        if any(tensor is None for tensor in output_tensors):  # Triton's words
+            raise TritonModelException("Output tensor for inference response should not be empty.")
         self._outputs = list(output_tensors)
         self._error = error
-        self._parameters = _parameters_json(parameters, "InferenceResponse")
+        self._parameters = _parameters_json(parameters, "InferenceResponse", numbers=False)
 
     def output_tensors(self) -> list[Tensor]:
         return self._outputs
@@ -111,7 +138,9 @@ class InferenceResponseSender:
             if error is not None:
                 self._responses.close(error.to_conveyor())
                 return
-            self._responses.send({t.name(): t.as_numpy() for t in response.output_tensors()})
+            final = bool(flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+            outputs = {t.name(): t.as_numpy() for t in response.output_tensors()}
+            self._responses.send(outputs, final=final)
         if flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL:
             self._responses.close()
 
@@ -129,22 +158,33 @@ class InferenceTrace:
 class ResponseIterator:
     """The responses of a BLS ``exec(decoupled=True)``, in the order the model sent them.
 
-    As Triton's, the last response is an empty one (no outputs) that marks the end; a
-    failure comes as a response whose ``has_error()`` is true, and ends the iteration.
+    As Triton's, the last is the response the model sent with its final flag, or an empty
+    one (no outputs) when the flag came alone; a failure comes as a response whose
+    ``has_error()`` is true, and ends the iteration.
     """
 
     def __init__(self, responses: Iterator[InferenceResponse], cancel: Any = None) -> None:
         self._responses = responses
         self._cancel = cancel
+        self._ahead: list[InferenceResponse] = []
 
     def __iter__(self) -> ResponseIterator:
         return self
 
     def __next__(self) -> InferenceResponse:
+        if self._ahead:
+            return self._ahead.pop()
         return next(self._responses)
 
+    def _wait_first(self) -> None:
+        """Wait for the first response (Triton's exec returns its iterator after it)."""
+        if not self._ahead:
+            self._ahead.append(next(self._responses))
+
     def cancel(self) -> None:
-        """Stop the request: the model's next send is refused."""
+        """Ask the model to stop, as Triton's: its ``request.is_cancelled()`` turns true, and
+        what it still sends is read on (its CANCELLED error, or more responses if it takes
+        no notice)."""
         if self._cancel is not None:
             self._cancel()
 
@@ -166,13 +206,24 @@ class InferenceRequest:
         trace: InferenceTrace | None = None,
         parameters: Mapping[str, Any] | str | None = None,
     ) -> None:
-        if model_name is None:
-            raise TritonModelException("InferenceRequest: model_name is required")
+        # Triton's arguments are typed (pybind11): one of another type is a TypeError.
+        _typed("request_id", request_id, str)
+        _typed("correlation_id", correlation_id, int | str)
+        _typed("model_version", model_version, int | str)  # the served version comes as str
+        _typed("flags", flags, int)
+        _typed("inputs", inputs, list | tuple)
+        _typed("requested_output_names", requested_output_names, list | tuple | set)
+        for name in requested_output_names:
+            _typed("requested_output_names item", name, str)
         if isinstance(model_name, bytes):  # e.g. as_numpy()[0] of a BYTES input, as Triton
             model_name = model_name.decode("utf-8")
-        if not isinstance(correlation_id, int | str):
-            raise TritonModelException("Correlation ID must be integer or string")
-        self._model_name = model_name
+        _typed("model_name", model_name, str)
+        if any(tensor is None for tensor in inputs):  # Triton's words
+            raise TritonModelException(
+                f"Input tensor for request with id '{request_id}' and model name "
+                f"'{model_name}' should not be empty."
+            )
+        self._model_name: str = model_name  # type: ignore[assignment]  # checked: a str
         self._inputs = list(inputs)
         self._outputs = list(requested_output_names)
         self._request_id = request_id
@@ -266,8 +317,11 @@ class InferenceRequest:
     async def async_exec(self, decoupled: bool = False) -> InferenceResponse | ResponseIterator:
         """``exec`` without blocking the event loop of an ``async def execute``."""
         if decoupled:
-            # The responses are read as the model iterates; starting the request is quick.
-            return self._stream()
+            # As Triton's: it returns once the first response is in (waited for on a thread,
+            # not blocking the event loop); the rest are read as the model iterates.
+            iterator = self._stream()
+            await asyncio.get_running_loop().run_in_executor(None, iterator._wait_first)
+            return iterator
         future = self._submit()
         if isinstance(future, InferenceResponse):
             return future
@@ -330,21 +384,26 @@ class InferenceRequest:
         except ConveyorError as exc:
             failed = InferenceResponse(error=TritonError.from_conveyor(exc))
             return ResponseIterator(iter([failed]))
-        return ResponseIterator(_responses_of(responses), responses.close)
+        return ResponseIterator(_responses_of(responses), responses.request_cancel)
 
 
-def _responses_of(stream: Iterator[Mapping[str, Any]]) -> Iterator[InferenceResponse]:
+def _responses_of(stream: ResponseStream) -> Iterator[InferenceResponse]:
     try:
         for outputs in stream:
             yield InferenceResponse([Tensor(name, array) for name, array in outputs.items()])
     except ConveyorError as exc:
         yield InferenceResponse(error=TritonError.from_conveyor(exc))
         return
-    yield InferenceResponse()  # the final, empty response that Triton's iterator ends with
+    # As Triton's iterator: a model's response sent with the final flag is the last one; a
+    # final flag sent alone comes as an empty response that ends the iteration.
+    if not stream.ended_with_response:
+        yield InferenceResponse()
 
 
 def _reachable() -> ModelCaller:
     caller = _caller.get()
+    if caller is None and _last_caller:
+        caller = _last_caller[0]
     if caller is None:
         raise TritonModelException(
             "InferenceRequest.exec() works only inside initialize() or execute() of a model "

@@ -23,7 +23,12 @@ class Tensor:
     """A named CPU tensor over a numpy array (BYTES: an object array of bytes)."""
 
     def __init__(self, name: str, array: np.ndarray) -> None:
-        if not isinstance(name, str) or not name:
+        # Triton's arguments are typed (pybind11): one of another type is a TypeError.
+        if not isinstance(name, str):
+            raise TypeError(f"Tensor name: expected a str, got {type(name).__name__}")
+        if array is None:
+            raise TypeError(f"Tensor {name!r}: expected a numpy.ndarray, got None")
+        if not name:
             raise TritonModelException(f"Tensor name must be a non-empty string, got {name!r}")
         if not isinstance(array, np.ndarray):
             raise TritonModelException(

@@ -188,3 +188,16 @@ def test_http_names_a_file_that_is_not_base64_and_a_config_that_is_not_a_string(
     good = base64.b64encode(b"not an onnx file").decode()
     status, error = post_load(server, {"config": "{}", "file:1/model.onnx": good})
     assert status == 400 and "failed to load" in error  # the bytes arrived, and are no model
+
+
+@pytest.mark.parametrize("name", ["model;test", "model|test", "model$test", "model!test"])
+def test_a_name_with_shell_characters_is_refused_in_tritons_words_first(
+    client: Any, name: str
+) -> None:
+    # qa/L0_backend_python/model_control looks for Triton's Python-backend words.
+    config = json.dumps({"name": name, "backend": "python"})
+    with pytest.raises(InferenceServerException) as raised:
+        client.load_model(name, config=config)
+    message = str(raised.value)
+    assert "Invalid stub name: contains invalid characters" in message
+    assert f"{name!r} is not a valid model name" in message  # then Conveyor's own
