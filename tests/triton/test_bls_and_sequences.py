@@ -6,6 +6,7 @@ Models: tests/triton/bls_models.py (config.pbtxt, as Triton repositories have th
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import time
 from collections.abc import Iterator
@@ -25,6 +26,21 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     with run_server(build(tmp_path_factory.mktemp("pb-utils-bls"))) as running:
         yield running
         assert running.process.poll() is None, "the server died during the tests"
+
+
+@contextlib.contextmanager
+def _stream(
+    server: RunningServer,
+) -> Iterator[tuple[grpcclient.InferenceServerClient, queue.SimpleQueue[tuple[Any, Any]]]]:
+    """A tritonclient gRPC stream whose answers arrive, (result, error), on the queue."""
+    arrivals: queue.SimpleQueue[tuple[Any, Any]] = queue.SimpleQueue()
+    client = grpcclient.InferenceServerClient(f"127.0.0.1:{server.grpc_port}")
+    client.start_stream(callback=lambda result, error: arrivals.put((result, error)))
+    try:
+        yield client, arrivals
+    finally:
+        client.stop_stream()
+        client.close()
 
 
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
@@ -60,10 +76,7 @@ def test_a_sequence_model_sees_tritons_flags_and_correlation_id(
 def test_a_decoupled_sequence_model_takes_a_streamed_sequence(server: RunningServer):
     # tritonclient's stream with sequence_id / sequence_start / sequence_end: the sequence
     # reaches the decoupled model (its correlation ID and flags), as on Triton.
-    arrivals: queue.SimpleQueue[tuple[Any, Any]] = queue.SimpleQueue()
-    client = grpcclient.InferenceServerClient(f"127.0.0.1:{server.grpc_port}")
-    client.start_stream(callback=lambda result, error: arrivals.put((result, error)))
-    try:
+    with _stream(server) as (client, arrivals):
         got = []
         for value, start, end in [(1, True, False), (2, False, False), (3, False, True)]:
             tensor = grpcclient.InferInput("IN", [1], "INT64")
@@ -80,16 +93,10 @@ def test_a_decoupled_sequence_model_takes_a_streamed_sequence(server: RunningSer
             got.append(result.as_numpy("OUT").tolist())
         # [sum so far, SEQUENCE_START in request.flags(), SEQUENCE_END in request.flags()]
         assert got == [[1, 1, 0], [3, 0, 0], [6, 0, 1]]
-    finally:
-        client.stop_stream()
-        client.close()
 
 
 def test_a_decoupled_model_that_checks_its_policy_at_load_streams(server: RunningServer):
-    arrivals: queue.SimpleQueue[tuple[Any, Any]] = queue.SimpleQueue()
-    client = grpcclient.InferenceServerClient(f"127.0.0.1:{server.grpc_port}")
-    client.start_stream(callback=lambda result, error: arrivals.put((result, error)))
-    try:
+    with _stream(server) as (client, arrivals):
         tensor = grpcclient.InferInput("IN", [1], "INT64")
         tensor.set_data_from_numpy(np.array([3], np.int64))
         client.async_stream_infer("countdown", [tensor])
@@ -99,9 +106,6 @@ def test_a_decoupled_model_that_checks_its_policy_at_load_streams(server: Runnin
             assert error is None, error.message()
             got.append(int(result.as_numpy("OUT")[0]))
         assert got == [2, 1, 0]
-    finally:
-        client.stop_stream()
-        client.close()
 
 
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
@@ -142,10 +146,7 @@ def test_async_exec_of_a_decoupled_model_lets_other_executions_run_meanwhile(
     # Four requests at once to a single instance whose async execute awaits
     # async_exec(decoupled=True) on a model that answers after 500 ms: while one waits for
     # its first response the others start theirs (qa/async_execute's BLS case).
-    arrivals: queue.SimpleQueue[tuple[Any, Any]] = queue.SimpleQueue()
-    client = grpcclient.InferenceServerClient(f"127.0.0.1:{server.grpc_port}")
-    client.start_stream(callback=lambda result, error: arrivals.put((result, error)))
-    try:
+    with _stream(server) as (client, arrivals):
         for _ in range(4):
             tensor = grpcclient.InferInput("IN", [1], "INT64")
             tensor.set_data_from_numpy(np.array([500], np.int64))
@@ -155,24 +156,15 @@ def test_async_exec_of_a_decoupled_model_lets_other_executions_run_meanwhile(
             result, error = arrivals.get(timeout=30)
             assert error is None, error.message()
             seen.append(int(result.as_numpy("OUT")[0]))
-    finally:
-        client.stop_stream()
-        client.close()
     assert max(seen) > 1, seen  # one at a time (the loop blocked) would say 1 each
 
 
 def test_a_model_that_raises_after_its_final_flag_is_logged(server: RunningServer):
-    client = grpcclient.InferenceServerClient(f"127.0.0.1:{server.grpc_port}")
-    arrivals: queue.SimpleQueue[tuple[Any, Any]] = queue.SimpleQueue()
-    client.start_stream(callback=lambda result, error: arrivals.put((result, error)))
-    try:
+    with _stream(server) as (client, arrivals):
         tensor = grpcclient.InferInput("IN", [1], "INT64")
         tensor.set_data_from_numpy(np.array([-1], np.int64))
         client.async_stream_infer("sleeper", [tensor], enable_empty_final_response=True)
         arrivals.get(timeout=20)  # the final flag, sent before the model raised
-    finally:
-        client.stop_stream()
-        client.close()
     words = "ValueError: sleeper got a negative time"  # qa/async_execute looks for these
     for _ in range(100):
         if words in server.output():
@@ -205,10 +197,7 @@ def test_bls_cancel_asks_the_model_to_stop_and_reads_what_it_still_sends(
 def test_a_decoupled_models_execute_gets_the_batchs_requests_together(server: RunningServer):
     # Two streamed requests gathered by dynamic batching reach one execute(requests), as
     # in Triton (qa/decoupled's decoupled_execute_error treats requests[0] apart).
-    arrivals: queue.SimpleQueue[tuple[Any, Any]] = queue.SimpleQueue()
-    client = grpcclient.InferenceServerClient(f"127.0.0.1:{server.grpc_port}")
-    client.start_stream(callback=lambda result, error: arrivals.put((result, error)))
-    try:
+    with _stream(server) as (client, arrivals):
         for value in (1, 2):
             tensor = grpcclient.InferInput("IN", [1, 1], "INT64")
             tensor.set_data_from_numpy(np.array([[value]], np.int64))
@@ -218,9 +207,6 @@ def test_a_decoupled_models_execute_gets_the_batchs_requests_together(server: Ru
             result, error = arrivals.get(timeout=30)
             assert error is None, error.message()
             got.append(result.as_numpy("OUT").ravel().tolist())
-    finally:
-        client.stop_stream()
-        client.close()
     assert sorted(got) == [[2, 0], [2, 1]]
 
 
@@ -229,17 +215,11 @@ def test_a_decoupled_model_that_returns_responses_is_told_in_tritons_words(
 ):
     # qa/decoupled's decoupled_return_response_error compares these words, which name the
     # instance as Triton does (MODEL_0_0).
-    arrivals: queue.SimpleQueue[tuple[Any, Any]] = queue.SimpleQueue()
-    client = grpcclient.InferenceServerClient(f"127.0.0.1:{server.grpc_port}")
-    client.start_stream(callback=lambda result, error: arrivals.put((result, error)))
-    try:
+    with _stream(server) as (client, arrivals):
         tensor = grpcclient.InferInput("IN", [1], "INT64")
         tensor.set_data_from_numpy(np.array([1], np.int64))
         client.async_stream_infer("returns_responses", [tensor])
         _, error = arrivals.get(timeout=20)
-    finally:
-        client.stop_stream()
-        client.close()
     assert error is not None
     assert (
         "Python model 'returns_responses_0_0' is using the decoupled mode and the execute "
@@ -249,10 +229,7 @@ def test_a_decoupled_model_that_returns_responses_is_told_in_tritons_words(
 
 def test_bls_from_a_thread_the_model_started_reaches_the_server(server: RunningServer):
     # A thread inherits no context: exec() there still reaches the server, as in Triton.
-    arrivals: queue.SimpleQueue[tuple[Any, Any]] = queue.SimpleQueue()
-    client = grpcclient.InferenceServerClient(f"127.0.0.1:{server.grpc_port}")
-    client.start_stream(callback=lambda result, error: arrivals.put((result, error)))
-    try:
+    with _stream(server) as (client, arrivals):
         tensor = grpcclient.InferInput("IN", [1], "INT64")
         tensor.set_data_from_numpy(np.array([3], np.int64))
         client.async_stream_infer("bls_from_thread", [tensor])
@@ -261,7 +238,4 @@ def test_bls_from_a_thread_the_model_started_reaches_the_server(server: RunningS
             result, error = arrivals.get(timeout=20)
             assert error is None, error.message()
             got.append(int(result.as_numpy("OUT")[0]))
-    finally:
-        client.stop_stream()
-        client.close()
     assert got == [2, 1, 0]
