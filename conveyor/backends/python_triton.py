@@ -263,7 +263,7 @@ class TritonModel(LoadedModel):
             if isinstance(error, pb_utils.TritonError):
                 return error.to_conveyor()
             return ModelError(f"model {self.config.name!r}: {error}")
-        return {tensor.name(): tensor.as_numpy() for tensor in response.output_tensors()}
+        return response._outputs_dict()
 
     def close(self) -> None:
         try:

@@ -40,7 +40,7 @@ from conveyor.errors import (
     ModelNotReady,
     RepositoryError,
 )
-from conveyor.futures import InferFuture, RequestTimeline
+from conveyor.futures import InferFuture, RequestTimeline, response_parameters, with_parameters
 from conveyor.protocol.datatypes import BYTES, numpy_dtype
 from conveyor.repository.config import InstanceKind, ModelConfig, TensorSpec
 
@@ -516,7 +516,8 @@ class ModelVersion:
                     f"{name!r}; expected {expected}"
                 )
             checked[name] = array
-        return checked
+        # The response parameters a model set travel with its outputs (Triton models).
+        return with_parameters(checked, response_parameters(produced))
 
     def _output_shape_fits(self, shape: tuple[int, ...], name: str, total: int) -> bool:
         """Output ``name``'s shape is the declared one (-1: any size), after the batch's

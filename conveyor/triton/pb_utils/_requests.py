@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from conveyor.backends.base import SequenceInfo
 from conveyor.errors import ConveyorError
+from conveyor.futures import response_parameters, with_parameters
 from conveyor.triton.pb_utils._errors import TritonError, TritonModelException, unsupported
 from conveyor.triton.pb_utils._tensors import PreferredMemory, Tensor
 
@@ -123,6 +124,17 @@ class InferenceResponse:
         """The response's parameters as a JSON object string, as Triton's."""
         return self._parameters
 
+    def _outputs_dict(self) -> dict[str, Any]:
+        """The engine's side: the outputs by name, carrying the response's parameters."""
+        outputs = {tensor.name(): tensor.as_numpy() for tensor in self._outputs}
+        return with_parameters(outputs, json.loads(self._parameters))
+
+    @classmethod
+    def _of(cls, outputs: Mapping[str, Any]) -> InferenceResponse:
+        """A BLS caller's response for the engine's ``outputs`` (and their parameters)."""
+        tensors = [Tensor(name, array) for name, array in outputs.items()]
+        return cls(tensors, parameters=dict(response_parameters(outputs)))
+
 
 class InferenceResponseSender:
     """Sends a decoupled model's responses for one request, from any thread, any time."""
@@ -139,8 +151,7 @@ class InferenceResponseSender:
                 self._responses.close(error.to_conveyor())
                 return
             final = bool(flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL)
-            outputs = {t.name(): t.as_numpy() for t in response.output_tensors()}
-            self._responses.send(outputs, final=final)
+            self._responses.send(response._outputs_dict(), final=final)
         if flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL:
             self._responses.close()
 
@@ -312,7 +323,7 @@ class InferenceRequest:
             outputs = future.result()
         except ConveyorError as exc:
             return InferenceResponse(error=TritonError.from_conveyor(exc))
-        return InferenceResponse([Tensor(name, array) for name, array in outputs.items()])
+        return InferenceResponse._of(outputs)
 
     async def async_exec(self, decoupled: bool = False) -> InferenceResponse | ResponseIterator:
         """``exec`` without blocking the event loop of an ``async def execute``."""
@@ -329,7 +340,7 @@ class InferenceRequest:
             outputs = await asyncio.wrap_future(future)
         except ConveyorError as exc:
             return InferenceResponse(error=TritonError.from_conveyor(exc))
-        return InferenceResponse([Tensor(name, array) for name, array in outputs.items()])
+        return InferenceResponse._of(outputs)
 
     def _arguments(self, caller: Any) -> dict[str, Any]:
         arguments: dict[str, Any] = {
@@ -390,7 +401,7 @@ class InferenceRequest:
 def _responses_of(stream: ResponseStream) -> Iterator[InferenceResponse]:
     try:
         for outputs in stream:
-            yield InferenceResponse([Tensor(name, array) for name, array in outputs.items()])
+            yield InferenceResponse._of(outputs)
     except ConveyorError as exc:
         yield InferenceResponse(error=TritonError.from_conveyor(exc))
         return
