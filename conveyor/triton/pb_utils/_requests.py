@@ -245,6 +245,7 @@ class InferenceRequest:
         self._parameters = _parameters_json(parameters, "InferenceRequest")
         self._trace = trace or InferenceTrace()
         self._sender: InferenceResponseSender | None = None
+        self._release_flags = TRITONSERVER_REQUEST_RELEASE_ALL
 
     def model_name(self) -> str:
         return self._model_name
@@ -284,14 +285,20 @@ class InferenceRequest:
         return self._sender is not None and self._sender.is_cancelled()
 
     def set_release_flags(self, flags: int) -> None:
-        """``TRITONSERVER_REQUEST_RELEASE_ALL`` is what happens anyway; rescheduling a
-        request to run again is not offered."""
-        if flags & TRITONSERVER_REQUEST_RELEASE_RESCHEDULE:
-            raise unsupported(
-                "pb_utils.InferenceRequest.set_release_flags("
-                "TRITONSERVER_REQUEST_RELEASE_RESCHEDULE)",
-                "requests are not rescheduled to run again",
-            )
+        """How the request is let go once ``execute`` returns: ``RELEASE_ALL`` (what happens
+        anyway) or ``RELEASE_RESCHEDULE``: run it again, as Triton does for a model with
+        ``sequence_batching { iterative_sequence: true }`` (the backend reads the flags)."""
+        _typed("flags", flags, int)
+        self._release_flags = flags
+
+    def _rescheduled(self) -> bool:
+        """The backend's side: the model asked to run this request again; the flags are
+        reset, as Triton's are for the next execution (neither sequence start nor end)."""
+        if not self._release_flags & TRITONSERVER_REQUEST_RELEASE_RESCHEDULE:
+            return False
+        self._release_flags = TRITONSERVER_REQUEST_RELEASE_ALL
+        self._flags = 0
+        return True
 
     def get_response_sender(self) -> InferenceResponseSender:
         if self._sender is None:
@@ -411,13 +418,13 @@ def _responses_of(stream: ResponseStream) -> Iterator[InferenceResponse]:
         yield InferenceResponse()
 
 
-def _reachable() -> ModelCaller:
+def _reachable(what: str = "InferenceRequest.exec()") -> ModelCaller:
     caller = _caller.get()
     if caller is None and _last_caller:
         caller = _last_caller[0]
     if caller is None:
         raise TritonModelException(
-            "InferenceRequest.exec() works only inside initialize() or execute() of a model "
-            "served by Conveyor; here no server is reachable"
+            f"{what} works only inside initialize() or execute() of a model served by "
+            "Conveyor; here no server is reachable"
         )
     return caller
