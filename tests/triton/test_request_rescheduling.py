@@ -168,6 +168,16 @@ MODELS = {
             decoupled=True,
         ),
     ),
+    # The same as an ``async def execute``: a rescheduled request runs again once the
+    # coroutine that rescheduled it is done.
+    "iterative_async": (
+        ITERATIVE.replace("    def execute(", "    async def execute("),
+        _config(
+            "iterative_async",
+            {"OUT": "TYPE_INT32", "FLAGS": "TYPE_INT32", "ID": "TYPE_INT64"},
+            decoupled=True,
+        ),
+    ),
     "once_more": (
         ONCE_MORE.format(return_anyway=False),
         _config("once_more", {"OUT": "TYPE_INT32"}),
@@ -207,11 +217,14 @@ def _in(value: int) -> list[grpcclient.InferInput]:
     return [tensor]
 
 
-def test_a_decoupled_model_runs_a_rescheduled_request_again(server: RunningServer) -> None:
+@pytest.mark.parametrize("model", ["iterative", "iterative_async"])
+def test_a_decoupled_model_runs_a_rescheduled_request_again(
+    server: RunningServer, model: str
+) -> None:
     answers: queue.Queue[Any] = queue.Queue()
     with _client(server) as client:
         client.start_stream(lambda result, error: answers.put(error or result))
-        client.async_stream_infer("iterative", _in(3))  # no sequence id, as Triton's test
+        client.async_stream_infer(model, _in(3))  # no sequence id, as Triton's test
         client.stop_stream()
     got = [answers.get_nowait() for _ in range(answers.qsize())]
     assert not [a for a in got if isinstance(a, Exception)], got
