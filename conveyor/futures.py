@@ -12,12 +12,40 @@ import concurrent.futures
 import itertools
 import queue
 import time
-from collections.abc import AsyncIterator, Generator, Iterable, Iterator
+from collections.abc import AsyncIterator, Generator, Iterable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
 
 Outputs = dict[str, np.ndarray]
+# A response parameter's value, as Triton's responses carry them (its backends set bool,
+# int and str; the front ends send them as JSON values and typed gRPC parameters).
+ParameterValue = bool | int | str
+
+
+class ParameterizedOutputs(dict[str, np.ndarray]):
+    """A response's outputs together with the parameters the model set on the response
+    (a Triton model's ``InferenceResponse(..., parameters=...)``).
+
+    A dict of outputs like any other, so every reader of outputs takes it unchanged; the
+    front ends read ``parameters`` (:func:`response_parameters`) into the response."""
+
+    def __init__(self, outputs: Mapping[str, np.ndarray], parameters: Mapping[str, ParameterValue]):
+        super().__init__(outputs)
+        self.parameters: dict[str, ParameterValue] = dict(parameters)
+
+
+def response_parameters(outputs: Mapping[str, np.ndarray]) -> Mapping[str, ParameterValue]:
+    """The parameters a model set on the response holding ``outputs`` (none: empty)."""
+    return outputs.parameters if isinstance(outputs, ParameterizedOutputs) else {}
+
+
+def with_parameters(
+    outputs: dict[str, np.ndarray], parameters: Mapping[str, ParameterValue]
+) -> dict[str, np.ndarray]:
+    """``outputs`` carrying ``parameters`` (``outputs`` itself when there are none)."""
+    return ParameterizedOutputs(outputs, parameters) if parameters else outputs
+
 
 # Stamped on each future as it completes, so iteration can be strictly in completion order
 # even for futures that had already completed before anyone asked.

@@ -34,12 +34,14 @@ import concurrent.futures
 import contextlib
 import contextvars
 import dataclasses
+import functools
 import inspect
+import itertools
 import json
 import sys
 import threading
 import weakref
-from collections.abc import Coroutine, Iterator, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -49,7 +51,7 @@ import numpy as np
 from conveyor.backends.base import LoadedModel, ModelCaller, RequestData, Responses
 from conveyor.backends.registry import platform
 from conveyor.backends.triton_answers import OneAnswer
-from conveyor.errors import ModelError, RepositoryError
+from conveyor.errors import InvalidInput, ModelError, RepositoryError
 from conveyor.protocol.metadata import model_config as triton_config_json
 from conveyor.repository.config import DynamicBatching, InstanceKind, ModelConfig, TensorSpec
 from conveyor.triton import pb_utils
@@ -134,21 +136,43 @@ class TritonModel(LoadedModel):
         self._caller = caller
         self._version = int(version) if version.isdigit() else -1
         self._loop: _InstanceLoop | None = None  # made by the first ``async def execute``
+        sequences = config.sequence_batching
+        self._iterative = sequences is not None and sequences.iterative
 
     def run(self, inputs: dict[str, np.ndarray], outputs: Sequence[str]) -> dict[str, np.ndarray]:
         raise ModelError(f"model {self.config.name!r}: a Triton model runs requests one by one")
 
     def _triton_request(self, request: RequestData) -> pb_utils.InferenceRequest:
+        correlation_id, flags = _sequence_of(request, self._iterative)
         return pb_utils.InferenceRequest(
             model_name=self.config.name,
             inputs=[pb_utils.Tensor(name, array) for name, array in request.inputs.items()],
             requested_output_names=list(request.outputs),
             request_id=request.request_id or "",
-            correlation_id=0 if request.sequence is None else request.sequence.id,
-            flags=_sequence_flags(request),
+            correlation_id=correlation_id,
+            flags=flags,
             model_version=self._version,
             parameters=dict(request.parameters),
         )
+
+    def _again(
+        self,
+        requests: Sequence[pb_utils.InferenceRequest],
+        failed: Callable[[int, Exception], None],
+    ) -> list[int]:
+        """Which of ``requests`` (by index) the model asked to run again
+        (``set_release_flags(TRITONSERVER_REQUEST_RELEASE_RESCHEDULE)``). Triton reschedules
+        only for a model with ``iterative_sequence``; for another, the release fails and
+        the request ends: ``failed(index, error)`` with Triton's words."""
+        again = []
+        for index, request in enumerate(requests):
+            if not request._rescheduled():
+                continue
+            if self._iterative:
+                again.append(index)
+            else:
+                failed(index, InvalidInput(NOT_RESCHEDULABLE + f" (model {self.config.name!r})"))
+        return again
 
     def _call_execute(self, requests: list[pb_utils.InferenceRequest]) -> Any:
         """``execute(requests)``: its value, or for ``async def execute`` its coroutine."""
@@ -185,25 +209,49 @@ class TritonModel(LoadedModel):
         for request, responses in requests:
             triton_request = self._triton_request(request)
             triton_request._stream_to(responses)
-            triton_requests.append(triton_request)
-        senders = [responses for _, responses in requests]
-        returned = self._call_execute(triton_requests)
-        if inspect.isawaitable(returned):
-            # Not waited for: the coroutine sends its responses and ends the requests itself.
-            running = self._start(returned)
-            running.add_done_callback(lambda done: self._coroutine_done(done, senders))
-            return
-        self._check_decoupled_return(returned)
+            triton_requests.append((triton_request, responses))
+        self._run_decoupled(triton_requests)
+
+    def _run_decoupled(self, requests: list[tuple[pb_utils.InferenceRequest, Responses]]) -> None:
+        """``execute`` the requests, then again those the model rescheduled, until none is
+        (at once, on this instance: Triton puts them back in the sequence batcher's queue)."""
+        while requests:
+            returned = self._call_execute([request for request, _ in requests])
+            if inspect.isawaitable(returned):
+                # Not waited for: the coroutine sends its responses and ends the requests
+                # itself; those it reschedules run again once it is done.
+                running = self._start(returned)
+                running.add_done_callback(functools.partial(self._coroutine_done, ran=requests))
+                return
+            self._check_decoupled_return(returned)
+            requests = self._decoupled_again(requests)
+
+    def _decoupled_again(
+        self, requests: list[tuple[pb_utils.InferenceRequest, Responses]]
+    ) -> list[tuple[pb_utils.InferenceRequest, Responses]]:
+        again = self._again(
+            [request for request, _ in requests],
+            lambda index, error: requests[index][1].close(error),
+        )
+        return [requests[index] for index in again]
 
     def _coroutine_done(
-        self, done: concurrent.futures.Future[Any], senders: Sequence[Responses]
+        self,
+        done: concurrent.futures.Future[Any],
+        ran: list[tuple[pb_utils.InferenceRequest, Responses]],
     ) -> None:
         try:
             self._check_decoupled_return(done.result())
         except BaseException as exc:  # the model's own error, or a cancelled coroutine
             failure = exc if isinstance(exc, Exception) else ModelError(repr(exc))
-            for responses in senders:
+            for _, responses in ran:
                 responses.close(failure)  # a no-op once the model sent its final flag
+            return
+        try:
+            self._run_decoupled(self._decoupled_again(ran))
+        except Exception as exc:
+            for _, responses in ran:
+                responses.close(exc)
 
     def _check_decoupled_return(self, returned: object) -> None:
         if returned not in (None, []):
@@ -217,14 +265,53 @@ class TritonModel(LoadedModel):
         self, requests: Sequence[RequestData]
     ) -> list[dict[str, np.ndarray] | Exception]:
         answers = [OneAnswer(self.config.name) for _ in requests]
-        try:
-            responses = self._execute_answering(requests, answers)
-        except Exception as exc:
-            if not any(answer.answered for answer in answers):
-                raise
-            return [answer.fail(exc) for answer in answers]
+        outcomes: list[dict[str, np.ndarray] | Exception | None] = [None] * len(requests)
+        triton_requests = self._answering(requests, answers)
+        pending = list(range(len(requests)))
+        while pending:  # the requests, then again those the model rescheduled
+            try:
+                responses = self._checked_responses([triton_requests[i] for i in pending])
+            except Exception as exc:
+                if len(pending) == len(requests) and not any(a.answered for a in answers):
+                    raise  # the whole batch failed on its first execution
+                for index in pending:
+                    outcomes[index] = answers[index].fail(exc)
+                break
+            for index, response in zip(pending, responses, strict=True):
+                outcomes[index] = answers[index].answer_or(
+                    None if response is None else self._outcome(response)
+                )
+
+            def failed(at: int, error: Exception, ran: list[int] = pending) -> None:
+                outcomes[ran[at]] = answers[ran[at]].fail(error)
+
+            again = self._again([triton_requests[i] for i in pending], failed)
+            pending = [pending[at] for at in again]
+        # The requests are this call's alone: once they go, a sender the model did not keep
+        # is freed, and its unanswered request fails (OneAnswer.dropped) instead of waiting.
+        del triton_requests
+        for index, outcome in enumerate(outcomes):
+            if outcome is None:  # still to come from the sender, maybe from another thread
+                outcomes[index] = answers[index].wait()
+        return [outcome for outcome in outcomes if outcome is not None]
+
+    def _answering(
+        self, requests: Sequence[RequestData], answers: list[OneAnswer]
+    ) -> list[pb_utils.InferenceRequest]:
+        """The requests for ``execute``, each one's sender writing to its answer; a sender
+        freed unanswered ends its answer's wait (``OneAnswer.dropped``)."""
+        triton_requests = [self._triton_request(request) for request in requests]
+        for triton_request, answer in zip(triton_requests, answers, strict=True):
+            triton_request._stream_to(answer)
+            weakref.finalize(triton_request.get_response_sender(), answer.dropped)
+        return triton_requests
+
+    def _checked_responses(self, requests: list[pb_utils.InferenceRequest]) -> list[Any]:
+        """``execute(requests)``'s list: one response (or None) per request, and None for
+        each request the model rescheduled, as Triton's stub checks it."""
+        responses = self._execute(requests)
         if responses is None:  # every request is answered through its sender
-            responses = [None] * len(requests)
+            return [None] * len(requests)
         if not isinstance(responses, list | tuple) or len(responses) != len(requests):
             count = len(responses) if isinstance(responses, list | tuple) else None
             raise ModelError(
@@ -233,24 +320,13 @@ class TritonModel(LoadedModel):
                 f"{len(requests)} requests; expected a list of one InferenceResponse per "
                 "request (or None for a request answered through its response sender)"
             )
-        outcomes: list[dict[str, np.ndarray] | Exception | None] = [
-            answer.answer_or(None if response is None else self._outcome(response))
-            for answer, response in zip(answers, responses, strict=True)
-        ]
-        for index, outcome in enumerate(outcomes):
-            if outcome is None:  # still to come from the sender, maybe from another thread
-                outcomes[index] = answers[index].wait()
-        return [outcome for outcome in outcomes if outcome is not None]
-
-    def _execute_answering(self, requests: Sequence[RequestData], answers: list[OneAnswer]) -> Any:
-        """``execute`` with each request's sender writing to its answer. The requests are
-        this call's alone: once it returns, a sender the model did not keep is freed, and
-        its unanswered request fails (``OneAnswer.dropped``) instead of waiting forever."""
-        triton_requests = [self._triton_request(request) for request in requests]
-        for triton_request, answer in zip(triton_requests, answers, strict=True):
-            triton_request._stream_to(answer)
-            weakref.finalize(triton_request.get_response_sender(), answer.dropped)
-        return self._execute(triton_requests)
+        for request, response in zip(requests, responses, strict=True):
+            if response is not None and request._release_flags & RESCHEDULE:
+                raise ModelError(  # Triton's words (its spelling too), which tests compare
+                    "Expected a None object in the execute function return list for "
+                    f"reschduled request, found type '{type(response)}'."
+                )
+        return list(responses)
 
     def _outcome(self, response: object) -> dict[str, np.ndarray] | Exception:
         if not isinstance(response, pb_utils.InferenceResponse):
@@ -263,7 +339,7 @@ class TritonModel(LoadedModel):
             if isinstance(error, pb_utils.TritonError):
                 return error.to_conveyor()
             return ModelError(f"model {self.config.name!r}: {error}")
-        return {tensor.name(): tensor.as_numpy() for tensor in response.output_tensors()}
+        return response._outputs_dict()
 
     def close(self) -> None:
         try:
@@ -275,14 +351,30 @@ class TritonModel(LoadedModel):
                 self._loop.stop()
 
 
-def _sequence_flags(request: RequestData) -> int:
-    """What ``request.flags()`` carries: Triton's sequence start and end flags."""
+RESCHEDULE = pb_utils.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE
+# Triton's words when a model that is not an iterative sequence reschedules a request.
+NOT_RESCHEDULABLE = (
+    "Request is released with TRITONSERVER_REQUEST_RELEASE_RESCHEDULE, while the model is "
+    "not configured to handle such a flag."
+)
+# Correlation ids for the requests of iterative sequence models that came without one: as
+# Triton's iterative sequencer, each becomes a sequence of its own, starting at 1.
+_iterative_ids = itertools.count(1)
+
+
+def _sequence_of(request: RequestData, iterative: bool) -> tuple[int | str, int]:
+    """What ``request.correlation_id()`` and ``request.flags()`` carry: the sequence id and
+    Triton's start and end flags. A request of an iterative sequence model without an id
+    gets one, and the start flag, as Triton's iterative sequencer gives them."""
     sequence = request.sequence
     if sequence is None:
-        return 0
-    return (pb_utils.TRITONSERVER_REQUEST_FLAG_SEQUENCE_START if sequence.start else 0) | (
+        if iterative:
+            return next(_iterative_ids), pb_utils.TRITONSERVER_REQUEST_FLAG_SEQUENCE_START
+        return 0, 0
+    flags = (pb_utils.TRITONSERVER_REQUEST_FLAG_SEQUENCE_START if sequence.start else 0) | (
         pb_utils.TRITONSERVER_REQUEST_FLAG_SEQUENCE_END if sequence.end else 0
     )
+    return sequence.id, flags
 
 
 async def _awaited(awaitable: Any, caller: ModelCaller | None, model_class: type) -> Any:

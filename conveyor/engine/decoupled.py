@@ -28,7 +28,13 @@ import numpy as np
 from conveyor.backends.base import LoadedModel, RequestData, Responses, SequenceInfo
 from conveyor.engine.request import Request
 from conveyor.errors import Cancelled, ConveyorError, ModelError, Unsupported
-from conveyor.futures import InferFuture, Outputs, RequestTimeline
+from conveyor.futures import (
+    InferFuture,
+    Outputs,
+    RequestTimeline,
+    response_parameters,
+    with_parameters,
+)
 from conveyor.repository.ensemble import ENSEMBLE
 from conveyor.streams import ResponseStream
 
@@ -264,7 +270,9 @@ class _Responses:
         # A response may carry some of the outputs (e.g. only the next token).
         wanted = tuple(name for name in request.outputs if name in outputs)
         produced = version._reshaped(dict(outputs), version.config.outputs, reshape=False)
-        checked = version._check_produced(produced, wanted, request.batch_size)
+        checked = version._check_produced(
+            with_parameters(produced, response_parameters(outputs)), wanted, request.batch_size
+        )
         if self._timeline is not None:  # tracing: the model sent a response now
             self._timeline.responses.append(time.perf_counter_ns())
         self._stream.put(checked, final=final)

@@ -91,6 +91,9 @@ class _Status:
     state: ModelState
     versions: tuple[int, ...] = ()
     reason: str = ""
+    # Versions the last load tried and failed to load, with why: a request naming one is
+    # answered as Triton answers it (the version is there, not at ready state).
+    failed: Mapping[int, str] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -342,9 +345,11 @@ class Engine:
                 f"model version must be an integer, got {version!r}"
             ) from None
         versions = self._running.get(model)
+        found = None if versions is None else versions.get(number)
+        if found is None:
+            self._check_not_failed(model, number)
         if versions is None:
             raise self._missing(model)
-        found = versions.get(number)
         if found is None:
             raise ModelNotFound(
                 f"{UNKNOWN_MODEL}'{model}' version {number} is not found: model {model!r} has "
@@ -352,6 +357,17 @@ class Engine:
                 f"{', '.join(map(str, sorted(versions)))}"
             )
         return found
+
+    def _check_not_failed(self, model: str, number: int) -> None:
+        """Version ``number`` of ``model`` failed to load: Triton answers UNAVAILABLE with
+        its words (the version is known, not at ready state); ours follow, with why."""
+        status = self._states.get(model)
+        why = None if status is None else status.failed.get(number)
+        if why is not None:
+            raise ModelNotReady(
+                f"{UNKNOWN_MODEL}'{model}' version {number} is not at ready state: model "
+                f"{model!r} version {number} failed to load: {why or 'no reason given'}"
+            )
 
     def _missing(self, model: str) -> ConveyorError:
         # Each message starts with Triton's wording (its clients and their tests match on
@@ -554,11 +570,14 @@ class Engine:
         if source.config.backend == ENSEMBLE and not nested:
             self._load_step_models(source, starting)
         loaded: dict[int, ServedVersion] = {}
+        failed: dict[int, str] = {}
         reason = ""
         for version in source.versions:
             running, failure = _load_version(source, version, self.submit, self)
             if running is not None:
                 loaded[version] = running
+            else:
+                failed[version] = failure
             reason = failure or reason
         for version in source.fallbacks if not loaded else ():
             # The latest failed: serve the newest older version that loads, and say so.
@@ -569,35 +588,39 @@ class Engine:
                 reason = f"version {latest} failed to load ({reason}); serving {version}"
                 log.warning("model %r: %s", name, reason)
                 break
+            failed[version] = failure
         if not loaded:
-            self._failed(name, reason)
+            self._failed(name, reason, failed)
             return reason
         with self._lock:
             old = self._running.get(name)
             self._running = {**self._running, name: loaded}
             self._latest = {**self._latest, name: loaded[max(loaded)]}
             versions = tuple(sorted(loaded))
-            self._states[name] = _Status(ModelState.READY, versions, reason)
+            self._states[name] = _Status(ModelState.READY, versions, reason, failed)
         log.info("model %r version %s ready", name, ",".join(map(str, versions)))
         # New requests reach the new versions from here on; the old ones drain.
         for running in (old or {}).values():
             running.close()
         return None
 
-    def _failed(self, name: str, reason: str) -> None:
+    def _failed(self, name: str, reason: str, failed: Mapping[int, str] | None = None) -> None:
         """No version of ``name`` loaded: UNAVAILABLE with why, or, if versions loaded
-        before serve it, those keep serving and the index says the reload failed."""
+        before serve it, those keep serving and the index says the reload failed.
+        ``failed``: the versions that failed to load, with why."""
+        failed = {} if failed is None else failed
         with self._lock:
             self._wanted.add(name)
             serving = self._running.get(name)
             if serving is None:
-                self._states[name] = _Status(ModelState.UNAVAILABLE, reason=reason)
+                self._states[name] = _Status(ModelState.UNAVAILABLE, reason=reason, failed=failed)
                 return
             versions = tuple(sorted(serving))
             self._states[name] = _Status(
                 ModelState.READY,
                 versions,
                 f"reload failed, still serving version {','.join(map(str, versions))}: {reason}",
+                {number: why for number, why in failed.items() if number not in serving},
             )
 
     def _load_step_models(self, source: ModelSource, starting: bool) -> None:

@@ -40,7 +40,7 @@ from conveyor.errors import (
     ModelNotReady,
     RepositoryError,
 )
-from conveyor.futures import InferFuture, RequestTimeline
+from conveyor.futures import InferFuture, RequestTimeline, response_parameters, with_parameters
 from conveyor.protocol.datatypes import BYTES, numpy_dtype
 from conveyor.repository.config import InstanceKind, ModelConfig, TensorSpec
 
@@ -97,7 +97,9 @@ class ModelVersion:
         self._batch_dims = 1 if config.batching else 0
         # What submit reads of the config, looked up once here rather than per request.
         self._decoupled = config.decoupled
-        self._sequenced = config.sequence_batching is not None
+        # An iterative sequence model's requests are sequences of their own: no slots.
+        sequences = config.sequence_batching
+        self._sequenced = sequences is not None and not sequences.iterative
         # And what an execution reads: whether any tensor is reshaped (config.pbtxt's
         # reshape), and the numpy dtype of each output that has one (not BYTES; not BF16
         # without ml_dtypes: that one is looked up, and refused, per execution as before).
@@ -128,7 +130,7 @@ class ModelVersion:
         self.stats = StatsRecorder(config.name, version)
         self._failures = FailureLog(log, f"{config.name}-v{version}")
         self.queue: RequestQueue | SequenceQueue
-        if config.sequence_batching is not None:
+        if config.sequence_batching is not None and self._sequenced:
             self.queue = SequenceQueue(
                 config.name,
                 config.sequence_batching,
@@ -516,7 +518,8 @@ class ModelVersion:
                     f"{name!r}; expected {expected}"
                 )
             checked[name] = array
-        return checked
+        # The response parameters a model set travel with its outputs (Triton models).
+        return with_parameters(checked, response_parameters(produced))
 
     def _output_shape_fits(self, shape: tuple[int, ...], name: str, total: int) -> bool:
         """Output ``name``'s shape is the declared one (-1: any size), after the batch's

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from conveyor.errors import InvalidInput
+from conveyor.futures import response_parameters
 from conveyor.protocol import binary, json_codec
 from conveyor.protocol import shared_memory as shm
 from conveyor.protocol import triton_words as triton
@@ -210,6 +211,9 @@ def encode_response_parts(
     response: dict[str, Any] = {"model_name": model_name, "model_version": model_version}
     if request.id is not None:
         response["id"] = request.id
+    parameters = response_parameters(results)
+    if parameters:  # set by the model on its response; JSON bool, number, string as Triton
+        response["parameters"] = dict(parameters)
     response["outputs"] = outputs
     return json_codec.dumps(response), buffers
 

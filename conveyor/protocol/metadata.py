@@ -251,4 +251,6 @@ def sequence_batching_json(batching: SequenceBatching) -> dict[str, Any]:
             "preferred_batch_size": list(batching.oldest.preferred_batch_sizes),
             "max_queue_delay_microseconds": batching.oldest.max_queue_delay_us,
         }
+    if batching.iterative:
+        result["iterative_sequence"] = True
     return result

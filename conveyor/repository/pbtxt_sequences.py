@@ -4,9 +4,9 @@ Honoured: ``max_sequence_idle_microseconds``, ``control_input`` (START, END, REA
 with their false/true values and data types), ``direct``, and ``oldest`` with its
 ``max_candidate_sequences``, ``preferred_batch_size`` and ``max_queue_delay_microseconds``
 (``preserve_ordering`` holds anyway: each request gets its own answer). Implicit ``state``
-is kept by the server (zeros to start with). Refused:
-``iterative_sequence``, and an ``initial_state`` from a file, which would change what the
-model answers.
+is kept by the server (zeros to start with). ``iterative_sequence`` makes each request a
+sequence of its own that the model may reschedule (``SequenceBatching.iterative``). Refused:
+an ``initial_state`` from a file, which would change what the model answers.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def read_sequence_batching(
 ) -> SequenceBatching:
     where = "sequence_batching"
     if batching.iterative_sequence:
-        raise fail(f"{where}.iterative_sequence", "not supported")
+        return _iterative(batching, where, fail)
     oldest = None
     if batching.HasField("oldest"):
         oldest = _oldest(batching.oldest, max_batch_size, f"{where}.oldest", fail)
@@ -62,6 +62,16 @@ def read_sequence_batching(
     return SequenceBatching(
         max_sequence_idle_us=idle, controls=tuple(controls), states=states, oldest=oldest
     )
+
+
+def _iterative(batching: pb.ModelSequenceBatching, where: str, fail: Fail) -> SequenceBatching:
+    """``iterative_sequence``: requests rescheduled by the model (Triton's Python backend),
+    each its own sequence. Controls and state, which Conveyor's sequence slots fill in, are
+    refused with it rather than silently not filled."""
+    for field in ("control_input", "state"):
+        if getattr(batching, field):
+            raise fail(f"{where}.{field}", "is not supported with iterative_sequence")
+    return SequenceBatching(iterative=True)
 
 
 def _oldest(

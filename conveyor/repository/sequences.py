@@ -97,6 +97,10 @@ class SequenceBatching:
     controls: tuple[SequenceControl, ...] = ()
     states: tuple[SequenceState, ...] = ()
     oldest: OldestStrategy | None = None  # None: the direct strategy
+    # config.pbtxt's iterative_sequence: each request is a sequence of its own, which the
+    # model runs again as long as it asks to (a Triton model's request rescheduling). The
+    # engine keeps no sequence slots for it: a request needs no sequence id.
+    iterative: bool = False
 
     def slots_per_instance(self, max_batch_size: int) -> int:
         """Sequence slots on each instance: max_candidate_sequences for oldest (when set),

@@ -12,7 +12,7 @@
   with a label file, and random_data and input_data_file warmups that it counts in
   warmup.log (so a test sees they ran before the model was ready).
 - Models that must fail to load, each for one reason: ``gpu_group`` (KIND_GPU),
-  ``sequence`` (iterative sequence_batching), ``both_files`` (config.toml and
+  ``sequence`` (iterative sequence_batching with a control input), ``both_files`` (config.toml and
   config.pbtxt), ``broken`` (a parse error on line 3), ``ensemble_model`` (platform "ensemble",
   no steps), ``bad_threads`` (a parameter onnxruntime reads, with a value it cannot take).
 """
@@ -118,6 +118,9 @@ max_batch_size: 8
 sequence_batching {
   max_sequence_idle_microseconds: 1000
   iterative_sequence: true
+  control_input [
+    { name: "START" control [ { kind: CONTROL_SEQUENCE_START int32_false_true: [ 0, 1 ] } ] }
+  ]
 }
 """,
     "both_files": """

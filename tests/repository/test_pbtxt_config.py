@@ -58,8 +58,9 @@ def source_error(root: Path, name: str) -> str:
             ["output[0].label_filename (OUTPUT0)", "m/nope.txt does not exist"],
         ),
         (
-            "sequence_batching { iterative_sequence: true }",
-            ["sequence_batching.iterative_sequence", "not supported"],
+            'sequence_batching { iterative_sequence: true state [ { input_name: "S_IN" '
+            'output_name: "S_OUT" data_type: TYPE_FP32 dims: [ 1 ] } ] }',
+            ["sequence_batching.state", "not supported with iterative_sequence"],
         ),
     ],
 )

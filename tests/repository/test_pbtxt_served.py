@@ -171,7 +171,7 @@ def test_warmup_ran_before_the_model_was_ready(triton_server: RunningServer, tri
     ("model", "words"),
     [
         ("gpu_group", ["instance_group[0].kind", "KIND_GPU", "--gpu-instances-on-cpu"]),
-        ("sequence", ["sequence_batching.iterative_sequence", "not supported"]),
+        ("sequence", ["sequence_batching.control_input", "not supported with iterative_sequence"]),
         ("both_files", ["both_files/config.toml", "both_files/config.pbtxt"]),
         ("broken", ["broken/config.pbtxt line 4 column 37", "TYPE_FLOAT32"]),
         ("ensemble_model", ["ensemble_scheduling", 'platform "ensemble" needs', "lists no step"]),

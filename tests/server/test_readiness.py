@@ -6,7 +6,9 @@ over HTTP and gRPC (tritonclient), on a repository with one good model and one b
   either way: the good model ready, the broken one not.
 - Inference on the broken model: 404 / NOT_FOUND, as Triton's core answers a model with no
   version to serve (not 503: retrying will not help), in Triton's words and then the load
-  error. An explicit load that fails: 400 / INVALID_ARGUMENT (Triton's too), with why.
+  error; a request naming the version that failed: 503 / UNAVAILABLE, "version N is not
+  at ready state" as Triton's core answers. An explicit load that fails: 400 /
+  INVALID_ARGUMENT (Triton's too), with why.
 - ``conveyor models`` exits 1 when a model failed to load, 0 when every model loaded.
 """
 
@@ -163,6 +165,33 @@ def test_inference_on_a_model_that_failed_to_load_is_not_found_with_the_load_err
         x = grpcclient.InferInput("INPUT0", [1, 16], "FP32")
         x.set_data_from_numpy(np.zeros((1, 16), np.float32))
         assert grpc.infer("good", [x]).as_numpy("OUTPUT0")[0, 0] == 1.0
+
+
+def test_a_request_naming_the_version_that_failed_is_unavailable_in_tritons_words(
+    relaxed: RunningServer,
+) -> None:
+    """Triton's core knows the version and answers it is not ready (UNAVAILABLE), not that
+    the model has no versions; the load error follows its words."""
+    words = "Request for unknown model: 'broken' version 1 is not at ready state: "
+    status, body = post_json(
+        relaxed.http_url,
+        "/v2/models/broken/versions/1/infer",
+        {"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, 1], "data": [0.0]}]},
+    )
+    assert status == 503, body
+    assert body["error"].startswith(words + "model 'broken' version 1 failed to load: "), body
+    assert WHY in body["error"]
+    http, grpc = clients(relaxed)
+    with http, grpc:
+        with pytest.raises(InferenceServerException) as over_grpc:
+            grpc.infer("broken", [fp32_input(grpcclient)], model_version="1", client_timeout=30)
+        assert over_grpc.value.status() == "StatusCode.UNAVAILABLE"
+        assert over_grpc.value.message().startswith(words), over_grpc.value.message()
+        assert WHY in over_grpc.value.message()
+        # A version the model never had is still not found.
+        with pytest.raises(InferenceServerException) as unknown:
+            grpc.infer("broken", [fp32_input(grpcclient)], model_version="7", client_timeout=30)
+        assert unknown.value.status() == "StatusCode.NOT_FOUND"
 
 
 def test_an_explicit_load_that_fails_answers_400_with_why(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from conveyor.triton import pb_utils
+from conveyor.triton.pb_utils import _requests as pb_utils_requests
 
 NAMES = Path(__file__).with_name("pb_utils_names.txt")
 
@@ -83,13 +84,26 @@ GPU_AND_OTHER_UNOFFERED: dict[str, Callable[[], object]] = {
     "pb_utils.PreferredMemory(TRITONSERVER_MEMORY_GPU)": lambda: pb_utils.PreferredMemory(
         pb_utils.TRITONSERVER_MEMORY_GPU
     ),
+}
+
+# Model control reaches the server that runs the model: outside one there is none.
+MODEL_CONTROL: dict[str, Callable[[], object]] = {
     "pb_utils.load_model": lambda: pb_utils.load_model("m"),
     "pb_utils.unload_model": lambda: pb_utils.unload_model("m"),
     "pb_utils.is_model_ready": lambda: pb_utils.is_model_ready("m"),
-    "TRITONSERVER_REQUEST_RELEASE_RESCHEDULE": lambda: pb_utils.InferenceRequest(
-        model_name="m"
-    ).set_release_flags(pb_utils.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE),
 }
+
+
+@pytest.mark.parametrize("feature", list(MODEL_CONTROL))
+def test_model_control_outside_a_served_model_says_no_server_is_reachable(
+    feature: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No server: forget the one an in-process test's model ran under (threads a model
+    # starts reach the last one, as in Triton's stub).
+    monkeypatch.setattr(pb_utils_requests, "_last_caller", [])
+    with pytest.raises(pb_utils.TritonModelException) as raised:
+        MODEL_CONTROL[feature]()
+    assert str(raised.value).startswith(f"{feature} works only inside initialize() or execute()")
 
 
 @pytest.mark.parametrize("feature", list(GPU_AND_OTHER_UNOFFERED))

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from conveyor.errors import InvalidInput
+from conveyor.futures import ParameterValue, response_parameters
 from conveyor.protocol import binary, bytes_codec
 from conveyor.protocol import shared_memory as shm
 from conveyor.protocol import triton_words as triton
@@ -361,6 +362,7 @@ def stream_response_parts(
 ) -> list[Any]:
     """:func:`stream_response_bytes` in pieces (see :func:`wire.raw_parts`)."""
     response, buffers = response_parts(model, version, request_id, outputs, in_regions)
+    response.parameters[FINAL_PARAMETER].bool_param = True
     return wire.raw_parts(response, wire.RAW_OUTPUT_FIELD, buffers, within=STREAM_RESPONSE_FIELD)
 
 
@@ -373,6 +375,7 @@ def stream_response_bytes(
 ) -> bytes:
     """A serialized ModelStreamInferResponse holding :func:`infer_response`; tensors copied once."""
     response, buffers = response_parts(model, version, request_id, outputs, in_regions)
+    response.parameters[FINAL_PARAMETER].bool_param = True
     return wire.join_raw(response, wire.RAW_OUTPUT_FIELD, buffers, within=STREAM_RESPONSE_FIELD)
 
 
@@ -390,6 +393,8 @@ def response_parts(
     still pairs with the i-th buffer.
     """
     response = pb.ModelInferResponse(model_name=model, model_version=version, id=request_id)
+    for key, value in response_parameters(outputs).items():
+        set_response_parameter(response.parameters, key, value)
     add_output = response.outputs.add
     buffers: list[Any] = []
     for name, array in outputs.items():
@@ -398,6 +403,23 @@ def response_parts(
         in_region = in_regions is not None and name in in_regions
         buffers.append(b"" if in_region else binary.tensor_bytes(array, datatype))
     return response, buffers
+
+
+# Set on every response of ModelStreamInfer, as Triton's stream handler does: true on a
+# request's last response (a model that is not decoupled answers with one, the last).
+FINAL_PARAMETER = "triton_final_response"
+
+
+def set_response_parameter(parameters: Any, key: str, value: ParameterValue) -> None:
+    """A parameter a model set on its response, in the kind Triton sends it: ints as
+    ``int64_param`` (a request's non-negative ints go as uint64, see :func:`set_parameter`)."""
+    parameter = parameters[key]
+    if isinstance(value, bool):
+        parameter.bool_param = value
+    elif isinstance(value, int):
+        parameter.int64_param = value
+    else:
+        parameter.string_param = value
 
 
 # -- the client's side: numpy -> request, response -> numpy -------------------------------

@@ -1,9 +1,10 @@
 """The responses of a decoupled model over ModelStreamInfer, as Triton sends them.
 
-Every response carries its request's id. A client that asked with the request parameter
-``triton_enable_empty_final_response`` gets the bool parameter ``triton_final_response`` on
-each response, and one last response with no outputs that says true; a client that did not
-ask gets only the responses that hold outputs, as from Triton.
+Every response carries its request's id, the parameters the model set on it, and the bool
+parameter ``triton_final_response`` (false: more may follow), as Triton's stream handler
+sets it on every response it writes. A client that asked with the request parameter
+``triton_enable_empty_final_response`` also gets one last response with no outputs that
+says true; a client that did not ask gets only the responses that hold outputs.
 """
 
 from __future__ import annotations
@@ -14,10 +15,10 @@ import numpy as np
 
 from conveyor.protocol.grpc import wire
 from conveyor.protocol.grpc._generated import grpc_service_pb2 as pb
-from conveyor.protocol.grpc.converters import STREAM_RESPONSE_FIELD, response_parts
+from conveyor.protocol.grpc.converters import FINAL_PARAMETER, STREAM_RESPONSE_FIELD, response_parts
 
 ENABLE_EMPTY_FINAL = "triton_enable_empty_final_response"
-FINAL = "triton_final_response"
+FINAL = FINAL_PARAMETER
 
 
 def wants_final_flag(request: pb.ModelInferRequest) -> bool:
@@ -31,12 +32,10 @@ def partial_response_bytes(
     version: str,
     request_id: str,
     outputs: Mapping[str, np.ndarray],
-    final_flag: bool,
 ) -> bytes:
     """One (not final) response of a decoupled request, serialized."""
     response, buffers = response_parts(model, version, request_id, outputs)
-    if final_flag:
-        response.parameters[FINAL].bool_param = False
+    response.parameters[FINAL].bool_param = False
     return wire.join_raw(response, wire.RAW_OUTPUT_FIELD, buffers, within=STREAM_RESPONSE_FIELD)
 
 

@@ -316,9 +316,7 @@ class InferenceServicer:
         try:
             async for outputs in stream:
                 written = asyncio.Event()
-                payload = decoupled.partial_response_bytes(
-                    model, version, request_id, outputs, final_flag
-                )
+                payload = decoupled.partial_response_bytes(model, version, request_id, outputs)
                 answers.put_nowait(_Partial(payload, written))
                 await written.wait()
             if final_flag:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from conveyor.backends.base import SequenceInfo
 from conveyor.errors import ConveyorError
+from conveyor.futures import response_parameters, with_parameters
 from conveyor.triton.pb_utils._errors import TritonError, TritonModelException, unsupported
 from conveyor.triton.pb_utils._tensors import PreferredMemory, Tensor
 
@@ -123,6 +124,17 @@ class InferenceResponse:
         """The response's parameters as a JSON object string, as Triton's."""
         return self._parameters
 
+    def _outputs_dict(self) -> dict[str, Any]:
+        """The engine's side: the outputs by name, carrying the response's parameters."""
+        outputs = {tensor.name(): tensor.as_numpy() for tensor in self._outputs}
+        return with_parameters(outputs, json.loads(self._parameters))
+
+    @classmethod
+    def _of(cls, outputs: Mapping[str, Any]) -> InferenceResponse:
+        """A BLS caller's response for the engine's ``outputs`` (and their parameters)."""
+        tensors = [Tensor(name, array) for name, array in outputs.items()]
+        return cls(tensors, parameters=dict(response_parameters(outputs)))
+
 
 class InferenceResponseSender:
     """Sends a decoupled model's responses for one request, from any thread, any time."""
@@ -139,8 +151,7 @@ class InferenceResponseSender:
                 self._responses.close(error.to_conveyor())
                 return
             final = bool(flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL)
-            outputs = {t.name(): t.as_numpy() for t in response.output_tensors()}
-            self._responses.send(outputs, final=final)
+            self._responses.send(response._outputs_dict(), final=final)
         if flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL:
             self._responses.close()
 
@@ -234,6 +245,7 @@ class InferenceRequest:
         self._parameters = _parameters_json(parameters, "InferenceRequest")
         self._trace = trace or InferenceTrace()
         self._sender: InferenceResponseSender | None = None
+        self._release_flags = TRITONSERVER_REQUEST_RELEASE_ALL
 
     def model_name(self) -> str:
         return self._model_name
@@ -273,14 +285,20 @@ class InferenceRequest:
         return self._sender is not None and self._sender.is_cancelled()
 
     def set_release_flags(self, flags: int) -> None:
-        """``TRITONSERVER_REQUEST_RELEASE_ALL`` is what happens anyway; rescheduling a
-        request to run again is not offered."""
-        if flags & TRITONSERVER_REQUEST_RELEASE_RESCHEDULE:
-            raise unsupported(
-                "pb_utils.InferenceRequest.set_release_flags("
-                "TRITONSERVER_REQUEST_RELEASE_RESCHEDULE)",
-                "requests are not rescheduled to run again",
-            )
+        """How the request is let go once ``execute`` returns: ``RELEASE_ALL`` (what happens
+        anyway) or ``RELEASE_RESCHEDULE``: run it again, as Triton does for a model with
+        ``sequence_batching { iterative_sequence: true }`` (the backend reads the flags)."""
+        _typed("flags", flags, int)
+        self._release_flags = flags
+
+    def _rescheduled(self) -> bool:
+        """The backend's side: the model asked to run this request again; the flags are
+        reset, as Triton's are for the next execution (neither sequence start nor end)."""
+        if not self._release_flags & TRITONSERVER_REQUEST_RELEASE_RESCHEDULE:
+            return False
+        self._release_flags = TRITONSERVER_REQUEST_RELEASE_ALL
+        self._flags = 0
+        return True
 
     def get_response_sender(self) -> InferenceResponseSender:
         if self._sender is None:
@@ -312,7 +330,7 @@ class InferenceRequest:
             outputs = future.result()
         except ConveyorError as exc:
             return InferenceResponse(error=TritonError.from_conveyor(exc))
-        return InferenceResponse([Tensor(name, array) for name, array in outputs.items()])
+        return InferenceResponse._of(outputs)
 
     async def async_exec(self, decoupled: bool = False) -> InferenceResponse | ResponseIterator:
         """``exec`` without blocking the event loop of an ``async def execute``."""
@@ -329,7 +347,7 @@ class InferenceRequest:
             outputs = await asyncio.wrap_future(future)
         except ConveyorError as exc:
             return InferenceResponse(error=TritonError.from_conveyor(exc))
-        return InferenceResponse([Tensor(name, array) for name, array in outputs.items()])
+        return InferenceResponse._of(outputs)
 
     def _arguments(self, caller: Any) -> dict[str, Any]:
         arguments: dict[str, Any] = {
@@ -390,7 +408,7 @@ class InferenceRequest:
 def _responses_of(stream: ResponseStream) -> Iterator[InferenceResponse]:
     try:
         for outputs in stream:
-            yield InferenceResponse([Tensor(name, array) for name, array in outputs.items()])
+            yield InferenceResponse._of(outputs)
     except ConveyorError as exc:
         yield InferenceResponse(error=TritonError.from_conveyor(exc))
         return
@@ -400,13 +418,13 @@ def _responses_of(stream: ResponseStream) -> Iterator[InferenceResponse]:
         yield InferenceResponse()
 
 
-def _reachable() -> ModelCaller:
+def _reachable(what: str = "InferenceRequest.exec()") -> ModelCaller:
     caller = _caller.get()
     if caller is None and _last_caller:
         caller = _last_caller[0]
     if caller is None:
         raise TritonModelException(
-            "InferenceRequest.exec() works only inside initialize() or execute() of a model "
-            "served by Conveyor; here no server is reachable"
+            f"{what} works only inside initialize() or execute() of a model served by "
+            "Conveyor; here no server is reachable"
         )
     return caller
