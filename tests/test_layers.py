@@ -43,4 +43,3 @@ def test_an_import_up_the_layers_breaks_the_contract(tmp_path: Path) -> None:
     out = lint_imports(tmp_path)
     assert out.returncode != 0
     assert "conveyor.protocol is not allowed to import conveyor.server" in out.stdout
-
