@@ -2,6 +2,10 @@
 
     ConveyorError
     ├── InvalidInput            a request that does not fit the model or the protocol
+    ├── RequestTimeout          an HTTP client sent part of a request, then too little for
+    │                           too long (408)
+    ├── MethodNotAllowed        an HTTP route asked with a method it does not take (405)
+    ├── NotFoundRoute           no such HTTP route (a 404 that is not about a model)
     ├── ModelNotFound           no such model or version in the repository
     ├── ModelNotReady           the model exists but is not loaded (yet, or any more), or
     │   │                       every instance is stuck past its execution_timeout_s
@@ -21,7 +25,9 @@
     ├── UnknownError            a model's own answer of no known kind (a Triton Python
     │                           model's UNKNOWN error)
     ├── Unauthenticated         a missing or wrong credential
+    ├── ClusterRefused          a Ray cluster refused this process's token (or its lack)
     └── Unsupported             a feature this server does not offer
+        ├── UnaryToDecoupled    a one-answer call to a decoupled model (stream it instead)
         └── ModelUnsupported    a model's own answer that it does not support what the
                                 request asks (a Triton Python model's UNSUPPORTED error)
 
@@ -146,6 +152,44 @@ class Unsupported(ConveyorError):
 
 class ModelUnsupported(Unsupported):
     kind = ErrorKind.MODEL_UNSUPPORTED
+
+
+class UnaryToDecoupled(Unsupported):
+    """A one-answer call (``submit``, gRPC ModelInfer, HTTP infer) to a decoupled model.
+
+    The message is Triton's words without their subject; each front end names itself
+    (:meth:`said_by`), as Triton's do ("ModelInfer RPC ...", "HTTP end point ...")."""
+
+    def said_by(self, endpoint: str) -> Unsupported:
+        return Unsupported(f"{endpoint} {self.message}")
+
+
+class RequestTimeout(ConveyorError):
+    """The client sent part of a request and then too little for too long (HTTP 408)."""
+
+    kind = ErrorKind.INVALID_ARGUMENT
+
+
+class NotFoundRoute(ConveyorError):
+    """No such route (a 404 that is not about a model)."""
+
+    kind = ErrorKind.NOT_FOUND
+
+
+class MethodNotAllowed(ConveyorError):
+    """A route that exists, asked with a method it does not take: the HTTP front end answers
+    405 with ``Allow: <allow>``. Raised and answered in one front end (it never crosses a
+    process, so ``allow`` is not pickled)."""
+
+    kind = ErrorKind.INVALID_ARGUMENT
+
+    def __init__(self, message: str, allow: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.allow = allow
+
+
+class ClusterRefused(ConveyorError):
+    """The Ray cluster refused this process: its token is missing or not the cluster's."""
 
 
 # What a client raises for a failure a server reported as ``kind``: the most general class

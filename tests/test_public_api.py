@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import importlib.metadata
 import os
 import subprocess
@@ -91,45 +90,6 @@ def test_cli_models_runs_the_examples(tmp_path):
     assert out.stdout.count("READY") == 5
     assert "8 responses" in out.stdout  # chargen streamed "conveyor" one letter at a time
     assert "b'CONVEYOR'" in out.stdout
-
-
-# DESIGN.md's layers: a package may import those below it, never those above.
-FORBIDDEN_IMPORTS = {
-    "conveyor/protocol": ("conveyor.server", "conveyor.client", "conveyor.cli", "grpc", "uvicorn"),
-    "conveyor/engine": ("conveyor.server", "conveyor.client", "conveyor.cli", "grpc", "uvicorn"),
-    "conveyor/backends": ("conveyor.server", "conveyor.client", "conveyor.engine"),
-    "conveyor/repository": ("conveyor.server", "conveyor.client", "conveyor.engine"),
-    # Triton's pb_utils for the backends' Triton adapter: beside the backends, below the engine.
-    "conveyor/triton": ("conveyor.server", "conveyor.client", "conveyor.engine", "conveyor.cli"),
-    "conveyor/client": ("conveyor.server", "conveyor.engine.engine", "conveyor.cli"),
-    # bench -> client -> protocol (and the engine, for the in-process target); never the server.
-    "conveyor/bench": ("conveyor.server", "conveyor.cli"),
-    # Shared by the server's and the bench's command lines, so it may import neither.
-    "conveyor/options.py": ("conveyor.server", "conveyor.bench", "conveyor.cli"),
-}
-
-
-def test_imports_go_one_way():
-    root = Path(conveyor.__file__).resolve().parent.parent
-    found = []
-    for folder, forbidden in FORBIDDEN_IMPORTS.items():
-        paths = [root / folder] if folder.endswith(".py") else (root / folder).rglob("*.py")
-        for path in sorted(paths):
-            if "_generated" in path.parts:
-                continue
-            for node in ast.walk(ast.parse(path.read_text())):
-                if isinstance(node, ast.Import):
-                    names = [alias.name for alias in node.names]
-                elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                    names = [node.module]
-                else:
-                    continue
-                found += [
-                    f"{path.relative_to(root)}:{node.lineno} imports {name}"
-                    for name in names
-                    if any(name == bad or name.startswith(bad + ".") for bad in forbidden)
-                ]
-    assert found == []
 
 
 def test_the_clients_load_no_server_code_and_conveyor_no_ml_dtypes():

@@ -26,10 +26,10 @@ import onnxruntime as ort
 
 from conveyor.backends import onnxruntime_binding as binding
 from conveyor.backends.base import Backend, Destinations, LoadedModel, ModelCaller
-from conveyor.backends.onnxruntime_options import OPTION_KEYS
 from conveyor.backends.specs import check_declared, file_tensor_spec
 from conveyor.errors import InvalidInput, RepositoryError
 from conveyor.repository.config import ModelConfig, TensorSpec
+from conveyor.repository.onnxruntime_options import OPTION_KEYS
 
 _DATATYPE_OF_ORT = {
     "tensor(bool)": "BOOL",

@@ -27,11 +27,11 @@ from typing import Any
 import numpy as np
 
 from conveyor.backends.base import Backend, LoadedModel, ModelCaller
-from conveyor.backends.openvino_options import OpenVinoOptions
 from conveyor.backends.openvino_telemetry import keep_telemetry_off
 from conveyor.backends.specs import check_declared, file_tensor_spec
 from conveyor.errors import InvalidInput, RepositoryError
 from conveyor.repository.config import ModelConfig, TensorSpec
+from conveyor.repository.openvino_options import OpenVinoOptions
 
 keep_telemetry_off()  # before openvino is imported: it would send a usage event
 try:

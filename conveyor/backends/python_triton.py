@@ -49,11 +49,11 @@ from typing import Any
 import numpy as np
 
 from conveyor.backends.base import LoadedModel, ModelCaller, RequestData, Responses
-from conveyor.backends.registry import platform
 from conveyor.backends.triton_answers import OneAnswer
 from conveyor.errors import InvalidInput, ModelError, RepositoryError
-from conveyor.protocol.metadata import model_config as triton_config_json
+from conveyor.repository.backend_catalog import platform
 from conveyor.repository.config import DynamicBatching, InstanceKind, ModelConfig, TensorSpec
+from conveyor.repository.triton_json import model_config as triton_config_json
 from conveyor.triton import pb_utils
 
 MODULE_ALIAS = "triton_python_backend_utils"

@@ -27,7 +27,7 @@ import numpy as np
 
 from conveyor.backends.base import LoadedModel, RequestData, Responses, SequenceInfo
 from conveyor.engine.request import Request
-from conveyor.errors import Cancelled, ConveyorError, ModelError, Unsupported
+from conveyor.errors import Cancelled, ConveyorError, ModelError, UnaryToDecoupled
 from conveyor.futures import (
     InferFuture,
     Outputs,
@@ -104,16 +104,6 @@ class StreamFuture(InferFuture):
     """A streaming request's future: completes (with no outputs) after its last response."""
 
     stream: ResponseStream
-
-
-class UnaryToDecoupled(Unsupported):
-    """A one-answer call (``submit``, gRPC ModelInfer, HTTP infer) to a decoupled model.
-
-    The message is Triton's words without their subject; each front end names itself
-    (:meth:`said_by`), as Triton's do ("ModelInfer RPC ...", "HTTP end point ...")."""
-
-    def said_by(self, endpoint: str) -> Unsupported:
-        return Unsupported(f"{endpoint} {self.message}")
 
 
 def refuse_unary(model: str) -> UnaryToDecoupled:

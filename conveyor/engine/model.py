@@ -102,7 +102,7 @@ class ModelVersion:
         self._sequenced = sequences is not None and not sequences.iterative
         # And what an execution reads: whether any tensor is reshaped (config.pbtxt's
         # reshape), and the numpy dtype of each output that has one (not BYTES; not BF16
-        # without ml_dtypes: that one is looked up, and refused, per execution as before).
+        # without ml_dtypes: that one is looked up, and refused, per execution).
         self._reshapes_inputs = any(spec.reshape is not None for spec in config.inputs)
         self._reshapes_outputs = any(spec.reshape is not None for spec in config.outputs)
         # Each output's rank and the (position, size) of its dims that are not -1.

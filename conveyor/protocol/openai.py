@@ -12,11 +12,24 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
-from conveyor.repository.openai_spec import OpenAIEmbeddings
+
+class EmbeddingsSpec(Protocol):
+    """What the codec reads of a model's ``[openai]`` declaration (the repository's
+    ``OpenAIEmbeddings``): the protocol layer names the fields, not the repository's class."""
+
+    @property
+    def normalize(self) -> bool: ...
+    @property
+    def truncatable(self) -> bool: ...
+    @property
+    def max_inputs(self) -> int: ...
+    @property
+    def max_chars(self) -> int: ...
+
 
 ENCODINGS = ("float", "base64")
 _REQUEST_KEYS = {"input", "model", "encoding_format", "dimensions", "user"}
@@ -118,7 +131,7 @@ def decode_request(body: bytes) -> EmbeddingsRequest:
     return EmbeddingsRequest(model, texts, encoding, dimensions)
 
 
-def check_request(request: EmbeddingsRequest, spec: OpenAIEmbeddings) -> None:
+def check_request(request: EmbeddingsRequest, spec: EmbeddingsSpec) -> None:
     """Refuse what this model's ``[openai]`` limits do not allow."""
     if len(request.texts) > spec.max_inputs:
         raise OpenAIError(
@@ -146,9 +159,7 @@ def text_tensor(request: EmbeddingsRequest) -> np.ndarray:
     return np.array([text.encode("utf-8") for text in request.texts], dtype=object)
 
 
-def embeddings(
-    request: EmbeddingsRequest, spec: OpenAIEmbeddings, output: np.ndarray
-) -> np.ndarray:
+def embeddings(request: EmbeddingsRequest, spec: EmbeddingsSpec, output: np.ndarray) -> np.ndarray:
     """The model's output as one float32 row per text: cut to ``dimensions``, normalised
     where the config asks (cutting always re-normalises, as OpenAI's shortened ones are)."""
     rows = np.asarray(output, dtype=np.float32).reshape(len(request.texts), -1)

@@ -121,7 +121,8 @@ def _deploy(args: argparse.Namespace) -> int:
 
 def _connect(command: str, address: str) -> bool:
     """Connect to the cluster; False (after saying why) when it refuses this process."""
-    from conveyor.ray.connect import ClusterRefused, connect
+    from conveyor.errors import ClusterRefused
+    from conveyor.ray.connect import connect
 
     try:
         connect(address)

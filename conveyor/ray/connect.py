@@ -16,16 +16,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from conveyor.errors import ConveyorError
+from conveyor.errors import ClusterRefused
 
 AUTH_MODE = "RAY_AUTH_MODE"
 TOKEN = "RAY_AUTH_TOKEN"
 TOKEN_PATH = "RAY_AUTH_TOKEN_PATH"
 PROBE_TIMEOUT_MS = 10_000  # one GCS answer; a refused token comes back in milliseconds
-
-
-class ClusterRefused(ConveyorError):
-    """The cluster refused this process: its token is missing or not the cluster's."""
 
 
 def connect(address: str) -> None:

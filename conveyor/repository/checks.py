@@ -13,9 +13,8 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from conveyor.backends import model_filenames
-from conveyor.backends.registry import other_model_filenames
 from conveyor.errors import ModelNotFound, RepositoryError
+from conveyor.repository.backend_catalog import model_filenames, other_model_filenames
 from conveyor.repository.config import ModelConfig
 from conveyor.repository.pbtxt import PBTXT_FILE
 

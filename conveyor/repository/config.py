@@ -16,6 +16,7 @@ from typing import Any
 
 from conveyor.errors import RepositoryError
 from conveyor.protocol.datatypes import DATATYPES, is_datatype
+from conveyor.repository.backend_catalog import backend_names
 from conveyor.repository.ensemble import ENSEMBLE, EnsembleStep, check_graph, parse_steps
 from conveyor.repository.openai_spec import OpenAIEmbeddings, parse_openai
 from conveyor.repository.ray_scaling import RayScaling, parse_ray_scaling, toml_key
@@ -182,10 +183,6 @@ def load_config_file(path: Path, name: str) -> dict[str, Any]:
 
 def parse_config(name: str, raw: Mapping[str, Any], *, backend: str | None = None) -> ModelConfig:
     """Validate a raw TOML mapping into a ModelConfig; every error names model and key."""
-
-    # Imported here: importing the registry runs conveyor/backends/__init__.py, which imports
-    # the backend base class, which imports this module.
-    from conveyor.backends.registry import backend_names
 
     def fail(message: str) -> RepositoryError:
         return RepositoryError(f"model {name!r}: {message}")

@@ -10,9 +10,9 @@ import dataclasses
 import functools
 from pathlib import Path
 
-from conveyor.backends import infer_backend
 from conveyor.errors import ModelNotFound, RepositoryError
 from conveyor.repository import checks
+from conveyor.repository.backend_catalog import infer_backend
 from conveyor.repository.checks import CONFIG_FILE
 from conveyor.repository.checks import MODEL_NAME as _MODEL_NAME
 from conveyor.repository.config import ModelConfig, load_config_file, parse_config, read_labels

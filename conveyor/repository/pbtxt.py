@@ -22,10 +22,9 @@ from typing import Any
 from google.protobuf import json_format, text_format
 from google.protobuf.message import Message
 
-from conveyor.backends import onnxruntime_options, openvino_options
-from conveyor.backends.openvino_options import triton_parameters
 from conveyor.errors import RepositoryError
 from conveyor.protocol.grpc._generated import model_config_pb2 as pb
+from conveyor.repository import onnxruntime_options, openvino_options
 from conveyor.repository.config import (
     DEFAULT_MAX_QUEUE_SIZE,
     InstanceGroup,
@@ -35,6 +34,7 @@ from conveyor.repository.config import (
     parse_config,
 )
 from conveyor.repository.ensemble import ENSEMBLE
+from conveyor.repository.openvino_options import triton_parameters
 from conveyor.repository.pbtxt_sequences import read_sequence_batching
 from conveyor.repository.ray_scaling import (
     PBTXT_PREFIX,

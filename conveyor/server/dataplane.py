@@ -24,10 +24,12 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from conveyor.backends.base import Destinations, SequenceInfo
+from conveyor.engine import statistics_json
 from conveyor.errors import DeadlineExceeded, InvalidInput, ModelNotReady, Unavailable, Unsupported
 from conveyor.futures import InferFuture, Outputs
 from conveyor.protocol import metadata
 from conveyor.protocol.model_load import parse_load_parameters
+from conveyor.repository import triton_json
 from conveyor.server import shared_memory as shm
 from conveyor.server.access_log import AccessLog
 from conveyor.server.classified import ClassificationPlan, classified
@@ -158,15 +160,15 @@ class DataPlane(TraceExtension):
     def model_metadata(self, name: str, version: str | None) -> dict[str, Any]:
         info = self._model(name, version)
         versions = self._engine().model_versions(info.name)
-        return metadata.model_metadata(info.config, info.platform, versions)
+        return triton_json.model_metadata(info.config, info.platform, versions)
 
     def model_config(self, name: str, version: str | None) -> dict[str, Any]:
         info = self._model(name, version)
-        return metadata.model_config(info.config, info.platform, info.config.instance_count())
+        return triton_json.model_config(info.config, info.platform, info.config.instance_count())
 
     def statistics(self, name: str | None, version: str | None) -> dict[str, Any]:
         """Every model's statistics (``name`` None), or one model's (all its versions, or one)."""
-        return metadata.statistics(self._engine().statistics(name or None, version or None))
+        return statistics_json.statistics(self._engine().statistics(name or None, version or None))
 
     def _model(self, name: str, version: str | None) -> ModelInfo:
         if not name:

@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry
 from conveyor.server.auth import BearerAuth
 from conveyor.server.dashboard import DashboardFeed
 from conveyor.server.dashboard.feed import EVENTS_PATH, STATE_PATH
-from conveyor.server.http.connection import BACKLOG, HTTPToolsFrontEnd, StreamReply
+from conveyor.server.http.connection import BACKLOG, HTTPToolsFrontEnd, UntilCloseReply
 from conveyor.server.http.routes import Reply
 from conveyor.server.metrics import LatencyHistograms, exposition, registry
 
@@ -60,7 +60,7 @@ class MetricsRoutes:
         path: str,
         read_body: Callable[[], Awaitable[bytes]],
         header_length: bytes | None,
-    ) -> Reply | StreamReply:
+    ) -> Reply | UntilCloseReply:
         if method not in ("GET", "HEAD"):
             return METHOD_NOT_ALLOWED
         if path != "/metrics":
@@ -70,7 +70,7 @@ class MetricsRoutes:
         body = await loop.run_in_executor(None, exposition, self._registry)
         return 200, body, [(b"content-type", CONTENT_TYPE)]
 
-    async def _dashboard_reply(self, path: str) -> Reply | StreamReply:
+    async def _dashboard_reply(self, path: str) -> Reply | UntilCloseReply:
         dashboard = self._dashboard
         if dashboard is None:
             return NOT_FOUND
@@ -106,7 +106,7 @@ def metrics_front_end(
         name="metrics",
         max_body_bytes=MAX_BODY_BYTES,
         auth=auth,
-        open_paths=frozenset(),  # the token guards every path here, as before
+        open_paths=frozenset(),  # the token guards every path here
         ssl_context=ssl_context,
         header_timeout=header_timeout,
         body_timeout=body_timeout,

@@ -51,7 +51,7 @@ class Server:
     def __init__(
         self, settings: Settings, *, engine_factory: Callable[[], Engine] | None = None
     ) -> None:
-        from conveyor import __version__
+        from conveyor._version import package_version
 
         self.settings = settings
         self.started = False
@@ -63,7 +63,7 @@ class Server:
         self.log_control = LogControl(settings.log_settings(), AccessLog())
         # The engine (once loaded), readiness and every answer, shared by every front end.
         self.data_plane = DataPlane(
-            version=__version__,
+            version=package_version(),
             strict_readiness=settings.strict_readiness,
             histograms=self.histograms,
             shared_memory=(

@@ -12,7 +12,7 @@ import dataclasses
 from pathlib import Path
 
 from conveyor import ModelConfig
-from conveyor.backends.registry import backend_names
+from conveyor.repository.backend_catalog import backend_names
 from conveyor.server.settings import add_arguments
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"

@@ -7,9 +7,9 @@ import pytest
 
 import conveyor
 from conveyor import Engine, backends
-from conveyor.backends import registry
 from conveyor.examples import onnx_models
 from conveyor.protocol.json_codec import dumps
+from conveyor.repository import backend_catalog as registry
 from conveyor.repository.config import parse_config
 from tests.models import both_kinds
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from conveyor.errors import RepositoryError
-from conveyor.protocol.metadata import model_config
 from conveyor.repository.config import parse_config
+from conveyor.repository.triton_json import model_config
 
 TENSORS = {
     "inputs": [{"name": "IN", "datatype": "INT32", "shape": [1]}],

@@ -16,8 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError, Message
 
-from conveyor.engine.decoupled import UnaryToDecoupled
-from conveyor.errors import Cancelled, ConveyorError, ErrorKind, InvalidInput
+from conveyor.errors import Cancelled, ConveyorError, ErrorKind, InvalidInput, UnaryToDecoupled
 from conveyor.futures import InferFuture
 from conveyor.protocol.grpc import converters, decoupled, wire
 from conveyor.protocol.grpc._generated import grpc_service_pb2 as pb
@@ -496,7 +495,7 @@ def _write_infer_response(response: bytes | list[Any] | Message) -> bytes | list
 
 
 def _parse(data: dict[str, Any], message: type[R]) -> R:
-    """A metadata dict (Triton's JSON form, from conveyor.protocol.metadata) as a message."""
+    """A metadata dict (Triton's JSON form, from conveyor.repository.triton_json) as a message."""
     # Fields Conveyor's .proto leaves out (e.g. version_policy) are skipped, not errors.
     return json_format.ParseDict(data, message(), ignore_unknown_fields=True)
 

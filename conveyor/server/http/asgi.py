@@ -15,11 +15,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from conveyor.errors import Unauthenticated
+from conveyor.errors import MethodNotAllowed, Unauthenticated
 from conveyor.server.auth import CHALLENGE, OPEN_HTTP_PATHS, BearerAuth
 from conveyor.server.http import body as bodies
 from conveyor.server.http.errors import error_response
-from conveyor.server.http.routes import JSON, MethodNotAllowed, StreamingReply, V2Routes
+from conveyor.server.http.routes import JSON, ChunkedReply, V2Routes
 
 _CLOSE = (b"connection", b"close")
 
@@ -77,7 +77,7 @@ class ASGIApp:
                     state.unread = True  # the body is never read: close after answering
                     raise
             reply = await self.routes.handle(scope["method"], path, read_body, header_length)
-            if isinstance(reply, StreamingReply):
+            if isinstance(reply, ChunkedReply):
                 await _send_streaming(reply, send, receive)
                 return
             status, body, headers = reply
@@ -107,7 +107,7 @@ class ASGIApp:
         await send({"type": "http.response.body", "body": body})
 
 
-async def _send_streaming(reply: StreamingReply, send: Any, receive: Any) -> None:
+async def _send_streaming(reply: ChunkedReply, send: Any, receive: Any) -> None:
     """A body written as it is produced; the ASGI server chunks it.
 
     Hosts do not all raise from ``send`` once the client is gone (uvicorn drops the

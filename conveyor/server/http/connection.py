@@ -46,7 +46,12 @@ from urllib.parse import unquote
 import httptools
 import numpy as np
 
-from conveyor.errors import ConveyorError, InvalidInput, Unauthenticated
+from conveyor.errors import (
+    InvalidInput,
+    MethodNotAllowed,
+    RequestTimeout,
+    Unauthenticated,
+)
 from conveyor.protocol.binary import BytesLike, Chunk
 from conveyor.server.access_log import AccessLog
 from conveyor.server.auth import CHALLENGE, OPEN_HTTP_PATHS, BearerAuth
@@ -55,11 +60,10 @@ from conveyor.server.http import body as bodies
 from conveyor.server.http.errors import error_response
 from conveyor.server.http.routes import (
     JSON,
+    ChunkedReply,
     Headers,
-    MethodNotAllowed,
     PendingInfer,
     Reply,
-    StreamingReply,
 )
 from conveyor.server.settings import (
     DEFAULT_HTTP_BODY_TIMEOUT_S,
@@ -140,9 +144,10 @@ _INTERESTING = frozenset(
 )
 
 
-# A reply whose body is written as it is produced (server-sent events): no Content-Length,
-# the connection closes when the iterator ends, or when the server stops.
-StreamReply = tuple[int, AsyncIterator[bytes], Headers]
+# A reply whose body is written until the connection closes (server-sent events): no
+# Content-Length and no chunked encoding; the connection closes when the iterator ends, or
+# when the server stops. (A ChunkedReply keeps the connection open after its last chunk.)
+UntilCloseReply = tuple[int, AsyncIterator[bytes], Headers]
 
 
 class Routes(Protocol):
@@ -154,7 +159,7 @@ class Routes(Protocol):
         path: str,
         read_body: Callable[[], Awaitable[bytes]],
         header_length: bytes | None,
-    ) -> Reply | StreamingReply | StreamReply: ...
+    ) -> Reply | ChunkedReply | UntilCloseReply: ...
 
 
 @runtime_checkable
@@ -181,12 +186,6 @@ class TracingSwitch(Protocol):
 
 class _Untraced:
     on = False
-
-
-class RequestTimeout(ConveyorError):
-    """The client sent part of a request and then too little for too long (HTTP 408)."""
-
-    kind = InvalidInput.kind
 
 
 class _Request:
@@ -266,7 +265,7 @@ class HTTPProtocol(asyncio.BufferedProtocol):
         self._busy = False  # a request is being handled (responses go out in order)
         self._inflight: PendingInfer | None = None
         self._task: asyncio.Task[None] | None = None
-        self._streaming = False  # a StreamReply is being written: stop() cuts it short
+        self._streaming = False  # a UntilCloseReply is being written: stop() cuts it short
         self._discarding = False  # after a fatal request error: ignore the rest of the input
         self._closing = False  # close once the current response is written
         self._write_paused = False
@@ -543,14 +542,14 @@ class HTTPProtocol(asyncio.BufferedProtocol):
             # Only infer bodies stay views; other routes are rare and take bytes.
             return body if isinstance(body, bytes) else bytes(body)
 
-        reply: Reply | StreamingReply | StreamReply
+        reply: Reply | ChunkedReply | UntilCloseReply
         try:
             reply = await self._routes.handle(
                 request.method, request.path, read_body, request.header_length
             )
         except Exception as exc:
             reply = self._error(exc)
-        if isinstance(reply, StreamingReply):  # a chunked body (generate_stream)
+        if isinstance(reply, ChunkedReply):  # a chunked body (generate_stream)
             try:
                 written = await self._write_stream(
                     request, reply.status, reply.headers, reply.chunks, _CHUNKED
@@ -570,7 +569,7 @@ class HTTPProtocol(asyncio.BufferedProtocol):
         if self._transport is not None:
             self._respond(request, *reply)
 
-    async def _stream_until_close(self, request: _Request, reply: StreamReply) -> None:
+    async def _stream_until_close(self, request: _Request, reply: UntilCloseReply) -> None:
         """A close-delimited stream (dashboard events): the connection serves nothing after
         it, and the server's stop cuts it short."""
         status, chunks, headers = reply

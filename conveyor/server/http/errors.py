@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import logging
 
-from conveyor.engine.decoupled import UnaryToDecoupled
-from conveyor.errors import ConveyorError, ErrorKind
+from conveyor.errors import ConveyorError, ErrorKind, UnaryToDecoupled
 from conveyor.protocol.json_codec import dumps
 
 log = logging.getLogger("conveyor.http")

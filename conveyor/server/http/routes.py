@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-from conveyor.errors import ConveyorError, InvalidInput, ModelNotFound
+from conveyor.errors import ConveyorError, InvalidInput, MethodNotAllowed, NotFoundRoute
 from conveyor.protocol import binary, infer
 from conveyor.protocol.json_codec import dumps, loads
 from conveyor.server import openai
@@ -43,7 +43,7 @@ EVENT_STREAM: Headers = [
 ]
 
 
-class StreamingReply:
+class ChunkedReply:
     """A reply whose body is written as it is produced (chunked transfer encoding).
 
     ``close`` runs once the body ended or the client went away, whichever comes first.
@@ -72,24 +72,6 @@ async def _events(responses: GenerateResponses) -> AsyncIterator[bytes]:
             yield b"data: " + dumps(answer) + b"\n\n"
     except ConveyorError as exc:
         yield b"data: " + dumps({"error": exc.message}) + b"\n\n"
-
-
-class NotFoundRoute(ConveyorError):
-    """No such route (a 404 that is not about a model)."""
-
-    kind = ModelNotFound.kind
-
-
-class MethodNotAllowed(ConveyorError):
-    """A route that exists, asked with a method it does not take: the HTTP front end answers
-    405 with ``Allow: <allow>``. Raised and answered in one front end (it never crosses a
-    process, so ``allow`` is not pickled)."""
-
-    kind = InvalidInput.kind
-
-    def __init__(self, message: str, allow: tuple[str, ...] = ()) -> None:
-        super().__init__(message)
-        self.allow = allow
 
 
 # HEAD is GET without the body (the transport leaves it out), so every GET route takes it.
@@ -159,7 +141,7 @@ class V2Routes:
 
     async def handle(
         self, method: str, path: str, read_body: ReadBody, header_length: bytes | None
-    ) -> Reply | StreamingReply:
+    ) -> Reply | ChunkedReply:
         try:
             return await self._dispatch(
                 "GET" if method == "HEAD" else method, path, read_body, header_length
@@ -177,7 +159,7 @@ class V2Routes:
 
     async def _dispatch(
         self, method: str, path: str, read_body: ReadBody, header_length: bytes | None
-    ) -> Reply | StreamingReply:
+    ) -> Reply | ChunkedReply:
         if openai.is_openai_path(path):  # OpenAI's embeddings API: its own errors and shapes
             return await openai.handle(self.data, method, path, read_body)
         parts = path.split("/")
@@ -228,7 +210,7 @@ class V2Routes:
 
     # -- generate extension ---------------------------------------------------------------
 
-    async def _generate(self, parts: list[str], path: str, body: bytes) -> Reply | StreamingReply:
+    async def _generate(self, parts: list[str], path: str, body: bytes) -> Reply | ChunkedReply:
         model, version = _model_and_version(parts, path)
         data = self.data
         trace = None
@@ -245,7 +227,7 @@ class V2Routes:
                 data.tracer.end_stream(trace, None, None, ok=False)
             raise
         if parts[-1] == "generate_stream":
-            return StreamingReply(200, list(EVENT_STREAM), _events(responses), responses.close)
+            return ChunkedReply(200, list(EVENT_STREAM), _events(responses), responses.close)
         try:
             answers = [answer async for answer in responses]
         finally:

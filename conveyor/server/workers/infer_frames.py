@@ -10,7 +10,8 @@ part of its own) or out of band when large (never copied into the frame).
 
 Anything else (a BYTES or BF16 tensor, a strided one, shared-memory regions,
 classifications, an error, a cancelled request) returns None here and travels as a
-pickled :class:`~conveyor.server.workers.messages.Call` / ``Reply``: rare, and as before.
+pickled :class:`~conveyor.server.workers.messages.Call` / ``Reply``: rare enough that
+the pickling does not matter.
 """
 
 from __future__ import annotations

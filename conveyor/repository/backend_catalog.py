@@ -1,10 +1,10 @@
-"""The backend registry: each backend's facts, kept where any module may read them.
+"""The backend catalog: each backend's facts, which the repository reads to parse configs.
 
 A backend's name (``backend = "<name>"`` in config.toml, and its options table ``[<name>]``),
 its model file, the platform V2 metadata reports for its models, and whether its models may
-run as worker processes. The built-in backends register themselves in
-``conveyor/backends/__init__.py``; this module imports no backend, so the repository's config
-parser can read the names without a circle back through the backends.
+run as worker processes. The built-in backends are listed here by the import path of their
+class, so reading the catalog imports no backend code: the repository sits below the
+backends, and :func:`conveyor.backends.get_backend` imports a backend when a model needs it.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from conveyor.errors import RepositoryError
 @dataclasses.dataclass(frozen=True)
 class BackendInfo:
     name: str
-    # Returns a conveyor.backends.base.Backend; typed loosely so this module imports no
-    # backend code (config.py reads the names here, and the backends import config.py).
-    factory: Callable[[], Any]
+    # Returns a conveyor.backends.base.Backend, or names one as "package.module:Class";
+    # typed loosely so this module imports no backend code.
+    factory: Callable[[], Any] | str
     filename: str  # its model file in a version folder, e.g. model.onnx
     platform: str  # the model metadata's "platform" (Triton's name for it)
     process_instances: bool  # whether instance_kind = "process" may run its models
@@ -36,7 +36,7 @@ _BACKENDS: dict[str, BackendInfo] = {}
 
 def register_backend(
     name: str,
-    factory: Callable[[], Any],
+    factory: Callable[[], Any] | str,
     filename: str,
     *,
     platform: str | None = None,
@@ -44,6 +44,9 @@ def register_backend(
     other_filenames: tuple[str, ...] = (),
 ) -> None:
     """Make ``backend = "<name>"`` use ``factory()``; ``filename`` is its model file's name.
+
+    ``factory`` is a callable returning the backend, or ``"package.module:Class"``, imported
+    when a model first needs it.
 
     ``platform`` defaults to ``name``. ``process_instances``: its loaded models can be forked
     into worker processes (instance_kind = "process"). ``other_filenames``: files it also
@@ -95,3 +98,23 @@ def infer_backend(version_dir: Path) -> str | None:
         if (version_dir / info.filename).exists():
             return info.name
     return None
+
+
+register_backend(
+    "onnxruntime",
+    "conveyor.backends.onnxruntime:OnnxRuntimeBackend",
+    "model.onnx",
+    platform="onnxruntime_onnx",
+)
+register_backend(
+    "python", "conveyor.backends.python:PythonBackend", "model.py", process_instances=True
+)
+# IR (model.xml + model.bin) is found by itself; model.onnx only with backend = "openvino",
+# since an ONNX file alone means onnxruntime.
+register_backend(
+    "openvino",
+    "conveyor.backends.openvino:OpenVinoBackend",
+    "model.xml",
+    platform="openvino",
+    other_filenames=("model.onnx",),
+)
