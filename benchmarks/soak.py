@@ -34,6 +34,9 @@ def soak(seconds: float, clients: int = 4, extra_args: tuple[str, ...] = ()) -> 
         {"inputs": [{"name": "INPUT0", "shape": [1, 16], "datatype": "FP32", "data": [0.5] * 16}]}
     ).encode()
     stop = threading.Event()
+    # Each client's connection is open (its first answer read) before the first sample, so
+    # the descriptors compared are those of the same connected clients.
+    answered_once = threading.Semaphore(0)
     counts = {"ok": 0, "failed": 0}
     lock = threading.Lock()
     with run_server(extra_args=list(extra_args)) as server:
@@ -49,6 +52,8 @@ def soak(seconds: float, clients: int = 4, extra_args: tuple[str, ...] = ()) -> 
                     response.read()
                     if response.status == 200:
                         ok += 1
+                        if ok == 1:
+                            answered_once.release()
                     else:
                         failed += 1
                 except OSError:
@@ -65,6 +70,8 @@ def soak(seconds: float, clients: int = 4, extra_args: tuple[str, ...] = ()) -> 
         threads = [threading.Thread(target=client, daemon=True) for _ in range(clients)]
         for thread in threads:
             thread.start()
+        for _ in threads:
+            answered_once.acquire(timeout=30)
         samples: list[tuple[float, int, int]] = []
         started = time.monotonic()
         while (now := time.monotonic()) - started < seconds:

@@ -27,7 +27,6 @@ from conveyor.backends.base import LoadedModel, ModelCaller, RequestData
 from conveyor.backends.custom_metrics import CUSTOM_METRICS, Action, KindMismatch, Update
 from conveyor.engine.instances import Execute as ExecuteWork
 from conveyor.engine.instances import TakeWork, ThreadInstances
-from conveyor.engine.processes.channel import Channel
 from conveyor.engine.processes.messages import (
     Call,
     Execute,
@@ -50,6 +49,7 @@ from conveyor.engine.processes.shm import SharedBuffer, attach, read_tensors, un
 from conveyor.engine.processes.zygote import Zygote, start_zygote
 from conveyor.engine.stats import WorkerStatus
 from conveyor.errors import ConveyorError, ModelError, RepositoryError
+from conveyor.ipc.channel import Channel
 from conveyor.repository.config import ModelConfig
 
 log = logging.getLogger("conveyor.engine.processes")

@@ -18,7 +18,6 @@ import numpy as np
 from conveyor.backends.base import LoadedModel, RequestData
 from conveyor.backends.custom_metrics import CUSTOM_METRICS
 from conveyor.engine.outputs import requested_outputs
-from conveyor.engine.processes.channel import Channel
 from conveyor.engine.processes.messages import (
     Call,
     Execute,
@@ -35,6 +34,7 @@ from conveyor.engine.processes.messages import (
 from conveyor.engine.processes.shm import SharedBuffer, attach, read_tensors, unmap, write_tensors
 from conveyor.errors import ConveyorError, ModelError
 from conveyor.futures import InferFuture
+from conveyor.ipc.channel import Channel
 
 
 class EngineCaller:

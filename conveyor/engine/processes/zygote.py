@@ -36,7 +36,6 @@ from pathlib import Path
 
 from conveyor.backends import get_backend
 from conveyor.backends.base import LoadedModel
-from conveyor.engine.processes.channel import Channel
 from conveyor.engine.processes.messages import (
     Failed,
     Load,
@@ -48,6 +47,7 @@ from conveyor.engine.processes.messages import (
     flatten_error,
 )
 from conveyor.engine.processes.worker import serve
+from conveyor.ipc.channel import Channel
 from conveyor.repository.config import ModelConfig
 
 _PR_SET_PDEATHSIG = 1

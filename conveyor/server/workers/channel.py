@@ -1,7 +1,7 @@
 """One end of the multiplexed connection, run by the event loop itself.
 
 The loop reads the socket as a :class:`asyncio.Protocol`: each read is cut into frames
-(:class:`~conveyor.server.workers.wire.FrameReader`) and every frame it completed is handed
+(:class:`~conveyor.ipc.frames.FrameReader`) and every frame it completed is handed
 over at once, with no task, no ``await`` per frame and no other thread. Frames the loop
 sends (``send``) are queued and written together once the loop has run what was ready:
 many calls per system call under load, one per request when idle (the flush runs in the
@@ -19,8 +19,8 @@ import socket
 from collections.abc import Callable
 from typing import cast
 
+from conveyor.ipc.frames import Buffer, FrameReader
 from conveyor.server.workers.socket_writer import SocketWriter
-from conveyor.server.workers.wire import Buffer, FrameReader
 
 OnFrame = Callable[[int, Buffer, list[Buffer]], None]
 

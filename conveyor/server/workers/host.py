@@ -26,7 +26,9 @@ import socket
 import threading
 from typing import TYPE_CHECKING, Any
 
-from conveyor.server.workers import infer_frames, wire
+from conveyor.ipc.channel import Channel
+from conveyor.ipc.frames import Buffer, frame_parts
+from conveyor.server.workers import infer_frames
 from conveyor.server.workers.channel import FrameChannel
 from conveyor.server.workers.messages import (
     Call,
@@ -37,7 +39,6 @@ from conveyor.server.workers.messages import (
     StreamItem,
     portable,
 )
-from conveyor.server.workers.wire import Buffer
 
 if TYPE_CHECKING:
     from conveyor.futures import InferFuture
@@ -79,7 +80,7 @@ class FrontEndLink:
         self, data: DataPlane, control: socket.socket, calls: socket.socket, name: str
     ) -> None:
         self._data = data
-        self._control = wire.BlockingConnection(control)
+        self._control = Channel(control)
         self._calls = calls
         self.name = name
         self._in_flight: dict[int, InferFuture] = {}
@@ -103,7 +104,7 @@ class FrontEndLink:
         connection = self._control
         while True:
             try:
-                call = connection.recv()
+                call, _ = connection.recv()
             except (EOFError, OSError):
                 return
             try:
@@ -298,6 +299,6 @@ class FrontEndLink:
 
 def _pickled(reply: Reply | StreamItem | StreamEnd) -> list[bytes | memoryview]:
     try:
-        return wire.frame_parts(reply)
+        return frame_parts(reply)
     except Exception as exc:  # an output that cannot be pickled: say so, keep serving
-        return wire.frame_parts(Reply(reply.call_id, error=portable(exc)))
+        return frame_parts(Reply(reply.call_id, error=portable(exc)))

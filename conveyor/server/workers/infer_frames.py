@@ -22,8 +22,8 @@ from typing import Any, cast
 
 import numpy as np
 
+from conveyor.ipc.frames import IN_BAND_BYTES, Buffer, frame
 from conveyor.protocol.parameters import DEFAULT_OPTIONS, RequestOptions
-from conveyor.server.workers.wire import IN_BAND_BYTES, Buffer, frame
 
 INFER_CALL = 1
 INFER_REPLY = 2

@@ -1,4 +1,5 @@
-"""The messages between a front-end process and the engine process (pickled, see wire.py).
+"""The messages between a front-end process and the engine process (pickled into the
+frames of conveyor/ipc/frames.py).
 
 A front end sends :class:`Call` (a data-plane method by name) and :class:`Cancel`; the
 engine answers each call with one :class:`Reply` carrying the same id, and a streamed call

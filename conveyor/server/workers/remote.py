@@ -30,12 +30,13 @@ from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from conveyor.errors import ConveyorError, Unavailable, Unsupported
 from conveyor.futures import InferFuture
+from conveyor.ipc.channel import Channel
+from conveyor.ipc.frames import Buffer, frame_parts
 from conveyor.server.dataplane import DataPlane
 from conveyor.server.generate import GenerateResponses
-from conveyor.server.workers import infer_frames, wire
+from conveyor.server.workers import infer_frames
 from conveyor.server.workers.channel import FrameChannel
 from conveyor.server.workers.messages import Call, Cancel, Observe, Reply, StreamEnd, StreamItem
-from conveyor.server.workers.wire import Buffer
 from conveyor.streams import ResponseStream
 
 if TYPE_CHECKING:
@@ -61,7 +62,7 @@ class RemoteDataPlane(DataPlane):
 
     def __init__(self, control: socket.socket, calls: socket.socket) -> None:
         super().__init__(version="")  # nothing local: every answer comes from the engine
-        self._control = wire.BlockingConnection(control)
+        self._control = Channel(control)
         self._control_lock = threading.Lock()
         self._calls_socket = calls
         self._channel: FrameChannel | None = None
@@ -145,7 +146,7 @@ class RemoteDataPlane(DataPlane):
         with self._control_lock:
             try:
                 self._control.send(call)
-                reply: Reply = self._control.recv()
+                reply: Reply = self._control.recv()[0]
             except (EOFError, OSError):
                 raise Unavailable(ENGINE_GONE) from None
         if reply.error is not None:
@@ -153,7 +154,7 @@ class RemoteDataPlane(DataPlane):
         return reply
 
     def _send_call(self, future: concurrent.futures.Future[Any], call: Call) -> None:
-        self._send_frame(future, call.call_id, wire.frame_parts(call))
+        self._send_frame(future, call.call_id, frame_parts(call))
 
     def _send_frame(
         self, future: concurrent.futures.Future[Any], call_id: int, parts: list[bytes | memoryview]
@@ -304,7 +305,7 @@ class RemoteDataPlane(DataPlane):
                 "shared_memory": shared_memory,
             }
             call = Call(call_id, "infer", (model, version, dict(inputs)), kwargs)
-            parts = wire.frame_parts(call)
+            parts = frame_parts(call)
         future = InferFuture()
         future.request_id = request_id
         future.model_name = model
@@ -321,7 +322,7 @@ class RemoteDataPlane(DataPlane):
 
     def _write_cancel(self, call_id: int) -> None:
         if self._channel is not None:
-            self._channel.send(wire.frame_parts(Cancel(call_id)))
+            self._channel.send(frame_parts(Cancel(call_id)))
 
     def _loop(self) -> asyncio.AbstractEventLoop | None:
         return self._loop_running
@@ -387,7 +388,7 @@ class RemoteDataPlane(DataPlane):
     def _send_observed(self) -> None:
         samples, self._observed = tuple(self._observed), []
         if samples and self._channel is not None:
-            self._channel.send(wire.frame_parts(Observe(samples)))
+            self._channel.send(frame_parts(Observe(samples)))
 
 
 class _RemoteGenerateResponses(GenerateResponses):

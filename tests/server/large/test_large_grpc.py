@@ -72,4 +72,6 @@ def test_stream_response_bytes_parse_as_the_protobuf_message() -> None:
     expected = pb.ModelStreamInferResponse(
         infer_response=converters.infer_response("m", "1", "id", outputs)
     )
+    # Every stream response says whether it is the request's last, as Triton's does.
+    expected.infer_response.parameters["triton_final_response"].bool_param = True
     assert pb.ModelStreamInferResponse.FromString(wire) == expected

@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 
 from conveyor.errors import ModelNotFound
+from conveyor.ipc import frames as wire
+from conveyor.ipc.channel import Channel
 from conveyor.protocol.datatypes import DATATYPES
 from conveyor.protocol.parameters import RequestOptions
-from conveyor.server.workers import wire
 from conveyor.server.workers.messages import Call, Reply
 from tests.tensors import sample
 
@@ -20,12 +21,13 @@ from tests.tensors import sample
 def round_trip(message: object) -> object:
     parts = wire.frame_parts(message)
     left, right = socket.socketpair()
-    sender, receiver = wire.BlockingConnection(left), wire.BlockingConnection(right)
+    sender, receiver = Channel(left), Channel(right)
     # A frame larger than the socket's buffer needs its reader running while it is sent.
     writing = threading.Thread(target=sender.send, args=(message,))
     writing.start()
     try:
-        received = receiver.recv()
+        received, fds = receiver.recv()
+        assert fds == []
         writing.join(10)
     finally:
         sender.close()

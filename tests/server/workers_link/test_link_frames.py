@@ -6,9 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from conveyor.ipc import frames as wire
 from conveyor.protocol.datatypes import DATATYPES
 from conveyor.protocol.parameters import DEFAULT_OPTIONS, RequestOptions
-from conveyor.server.workers import infer_frames, wire
+from conveyor.server.workers import infer_frames
 from conveyor.server.workers.messages import Cancel
 from tests.tensors import sample
 

@@ -9,7 +9,7 @@ import socket
 import threading
 import time
 
-from conveyor.server.workers import wire
+from conveyor.ipc import frames as wire
 from conveyor.server.workers.messages import StreamItem
 from conveyor.server.workers.socket_writer import SocketWriter
 

@@ -1,4 +1,4 @@
-"""Frames between a front-end process and the engine process: a pickle, tensors beside it.
+"""Frames between Conveyor's processes: a pickle, tensors beside it.
 
 A frame is ``<kind u8><meta length u32><buffer count u32><buffer lengths u64...>``, then
 the meta (a pickle, protocol 5), then each out-of-band buffer as raw bytes. numpy arrays
@@ -6,12 +6,13 @@ hand their memory to pickle as out-of-band buffers, so a tensor is written to th
 as it lies in memory and read back into one bytes object that the array then views: never
 encoded, never converted per element.
 
-``kind`` says how to read the meta: :data:`PICKLED`, one of the messages of
-:mod:`messages` (every control call, errors, streams, load/unload), or one of the hot
-infer call and reply of :mod:`infer_frames`, whose meta is a tuple of plain values only
-(no class to look up, no reducer to call). The blocking :class:`BlockingConnection`
-carries control calls; :class:`FrameReader` cuts frames out of the bytes of the
-multiplexed asynchronous connection, however its reads split them.
+``kind`` says how to read the meta: :data:`PICKLED`, any picklable message (the
+front-end link's control calls, the process instances' loads and batches), or one of the
+hot infer call and reply of ``conveyor/server/workers/infer_frames.py``, whose meta is a
+tuple of plain values only (no class to look up, no reducer to call). The blocking
+:class:`~conveyor.ipc.channel.Channel` carries whole frames one at a time;
+:class:`FrameReader` cuts frames out of the bytes of a multiplexed asynchronous
+connection, however its reads split them.
 """
 
 from __future__ import annotations
@@ -19,14 +20,13 @@ from __future__ import annotations
 import dataclasses
 import io
 import pickle
-import socket
 import struct
 from typing import Any
 
 import numpy as np
 
 Buffer = bytes | memoryview  # a frame's meta or a tensor: read-only bytes
-_PREFIX = struct.Struct("<BII")
+PREFIX = struct.Struct("<BII")
 PICKLED = 0  # a message of messages.py; the other kinds are infer_frames.py's
 _LENGTH = struct.Struct("<Q")
 # A message (not its tensors) larger than this is a bug or a corrupt stream, not a request.
@@ -100,10 +100,10 @@ def frame_parts(message: object) -> list[bytes | memoryview]:
 def frame(kind: int, meta: bytes | memoryview, raws: list[memoryview]) -> list[bytes | memoryview]:
     """A frame of ``kind`` as parts to write in order."""
     lengths = b"".join(_LENGTH.pack(r.nbytes) for r in raws) if raws else b""
-    return [_PREFIX.pack(kind, len(meta), len(raws)) + lengths, meta, *raws]
+    return [PREFIX.pack(kind, len(meta), len(raws)) + lengths, meta, *raws]
 
 
-def _check(meta_length: int) -> None:
+def check_meta_length(meta_length: int) -> None:
     if meta_length > MAX_META_BYTES:
         raise ConnectionError(f"a frame's message is {meta_length} bytes, over the limit")
 
@@ -138,13 +138,13 @@ def _cut(data: bytes | bytearray, copy: bool) -> tuple[list[tuple[int, Buffer, l
     at = 0
     size = len(data)
     with memoryview(data) as view:  # released before a bytearray is resized
-        while size - at >= _PREFIX.size:
-            kind, meta_length, count = _PREFIX.unpack_from(data, at)
-            _check(meta_length)
-            start = at + _PREFIX.size + 8 * count
+        while size - at >= PREFIX.size:
+            kind, meta_length, count = PREFIX.unpack_from(data, at)
+            check_meta_length(meta_length)
+            start = at + PREFIX.size + 8 * count
             if size < start:
                 break
-            lengths = struct.unpack_from(f"<{count}Q", data, at + _PREFIX.size)
+            lengths = struct.unpack_from(f"<{count}Q", data, at + PREFIX.size)
             end = start + meta_length + sum(lengths)
             if size < end:
                 break
@@ -156,40 +156,3 @@ def _cut(data: bytes | bytearray, copy: bool) -> tuple[list[tuple[int, Buffer, l
             frames.append((kind, parts[0], parts[1:]))
             at = end
     return frames, at
-
-
-class BlockingConnection:
-    """One end of a blocking socket: one whole frame out, one whole frame in."""
-
-    def __init__(self, sock: socket.socket) -> None:
-        sock.setblocking(True)
-        self.sock = sock
-
-    def send(self, message: object) -> None:
-        # Control calls are small: one write, one system call.
-        self.sock.sendall(b"".join(frame_parts(message)))
-
-    def recv(self) -> Any:
-        """The next message; EOFError once the peer has gone."""
-        kind, meta_length, count = _PREFIX.unpack(self._exactly(_PREFIX.size))
-        if kind != PICKLED:
-            raise ConnectionError(f"a control frame of kind {kind}, expected a pickled one")
-        _check(meta_length)
-        lengths = struct.unpack(f"<{count}Q", self._exactly(8 * count)) if count else ()
-        meta = self._exactly(meta_length)
-        buffers = [self._exactly(n) for n in lengths]
-        return pickle.loads(meta, buffers=buffers)
-
-    def _exactly(self, size: int) -> bytearray:
-        data = bytearray(size)
-        view = memoryview(data)
-        got = 0
-        while got < size:
-            n = self.sock.recv_into(view[got:])
-            if n == 0:
-                raise EOFError("the other process closed the connection")
-            got += n
-        return data
-
-    def close(self) -> None:
-        self.sock.close()

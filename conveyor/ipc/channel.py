@@ -1,8 +1,8 @@
-"""Framed, pickled messages over a Unix stream socket, with file descriptors riding along.
+"""One end of a blocking Unix stream socket that carries whole frames of :mod:`frames`.
 
-A frame is a 4-byte little-endian length and a pickle. File descriptors (shared-memory
-buffers, a new worker's socket) are passed with SCM_RIGHTS on the frame's first bytes, so a
-buffer crosses the process boundary once and is then only referred to by offsets.
+File descriptors (shared-memory buffers, a new worker's socket) are passed with SCM_RIGHTS
+on a frame's first bytes, so a buffer crosses the process boundary once and is then only
+referred to by offsets.
 """
 
 from __future__ import annotations
@@ -17,15 +17,17 @@ import struct
 from collections.abc import Sequence
 from typing import Any
 
-_HEADER = struct.Struct("<I")
+from conveyor.ipc.frames import PICKLED, PREFIX, check_meta_length, frame_parts
+
 _MAX_FDS = 4
 _ANCILLARY = socket.CMSG_SPACE(_MAX_FDS * array.array("i").itemsize)
 
 
 class Channel:
-    """One end of a socketpair. Not thread-safe: one request/reply at a time per channel."""
+    """Not thread-safe: one frame out and one frame in at a time per channel."""
 
     def __init__(self, sock: socket.socket) -> None:
+        sock.setblocking(True)
         self.sock = sock
         self._poll = select.poll()
         self._poll.register(sock.fileno(), select.POLLIN)
@@ -35,15 +37,14 @@ class Channel:
 
     def send(self, message: object, fds: Sequence[int] = ()) -> None:
         """Raises OSError (BrokenPipeError, ConnectionResetError) when the peer is gone."""
-        payload = pickle.dumps(message, pickle.HIGHEST_PROTOCOL)
-        data = _HEADER.pack(len(payload)) + payload
+        data = b"".join(frame_parts(message))  # control messages are small: one write
         if fds:
             ancillary = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))]
             sent = self.sock.sendmsg([data], ancillary)
+            if sent < len(data):
+                self.sock.sendall(memoryview(data)[sent:])
         else:
-            sent = self.sock.send(data)
-        if sent < len(data):
-            self.sock.sendall(memoryview(data)[sent:])
+            self.sock.sendall(data)
 
     def readable(self, timeout: float | None) -> bool:
         """True once a frame (or end of file) can be read; False after ``timeout`` seconds."""
@@ -59,10 +60,10 @@ class Channel:
             raise TimeoutError
         try:
             data, ancillary, flags, _ = self.sock.recvmsg(
-                _HEADER.size, _ANCILLARY, socket.MSG_CMSG_CLOEXEC
+                PREFIX.size, _ANCILLARY, socket.MSG_CMSG_CLOEXEC
             )
         except ConnectionResetError:
-            raise EOFError from None
+            raise EOFError("the other process closed the connection") from None
         fds: list[int] = []
         for level, kind, payload in ancillary:
             if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
@@ -71,17 +72,24 @@ class Channel:
                 fds.extend(received)
         try:
             if not data:
-                raise EOFError
+                raise EOFError("the other process closed the connection")
             if flags & socket.MSG_CTRUNC:
                 raise OSError("more file descriptors arrived than a frame may carry")
-            (length,) = _HEADER.unpack(data + self._exactly(_HEADER.size - len(data)))
-            return pickle.loads(self._exactly(length)), fds
+            prefix = data + self._exactly(PREFIX.size - len(data))
+            kind, meta_length, count = PREFIX.unpack(prefix)
+            if kind != PICKLED:
+                raise ConnectionError(f"a frame of kind {kind} on a channel, expected a pickle")
+            check_meta_length(meta_length)
+            lengths = struct.unpack(f"<{count}Q", self._exactly(8 * count)) if count else ()
+            meta = self._exactly(meta_length)
+            buffers = [self._exactly(n) for n in lengths]
+            return pickle.loads(meta, buffers=buffers), fds
         except BaseException:
             for fd in fds:
                 os.close(fd)
             raise
 
-    def _exactly(self, count: int) -> bytes:
+    def _exactly(self, count: int) -> bytearray:
         buffer = bytearray(count)
         view = memoryview(buffer)
         got = 0
@@ -91,9 +99,9 @@ class Channel:
             except ConnectionResetError:
                 n = 0
             if n == 0:
-                raise EOFError
+                raise EOFError("the other process closed the connection")
             got += n
-        return bytes(buffer)
+        return buffer
 
     def hang_up(self) -> None:
         """Wake a thread blocked on this channel (it reads end of file); the fd stays open."""
