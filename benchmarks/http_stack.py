@@ -80,7 +80,7 @@ def serve(variant: str, port: int, model: str) -> None:
 
 
 async def _httptools(variant: str, routes, port: int):  # type: ignore[no-untyped-def]
-    from conveyor.server.http.connection import HTTPToolsFrontEnd
+    from conveyor.server.http.listener import HTTPToolsFrontEnd
 
     front_end = HTTPToolsFrontEnd(routes, "127.0.0.1", port, max_body_bytes=64 << 20)
     await front_end.start()

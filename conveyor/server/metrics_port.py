@@ -17,7 +17,8 @@ from prometheus_client import CollectorRegistry
 from conveyor.server.auth import BearerAuth
 from conveyor.server.dashboard import DashboardFeed
 from conveyor.server.dashboard.feed import EVENTS_PATH, STATE_PATH
-from conveyor.server.http.connection import BACKLOG, HTTPToolsFrontEnd, UntilCloseReply
+from conveyor.server.http.connection import UntilCloseReply
+from conveyor.server.http.listener import BACKLOG, HTTPToolsFrontEnd
 from conveyor.server.http.routes import Reply
 from conveyor.server.metrics import LatencyHistograms, exposition, registry
 

@@ -29,7 +29,7 @@ from conveyor.server.auth import BearerAuth
 from conveyor.server.dataplane import DataPlane
 from conveyor.server.frontend import FrontEnd, PortUnavailable
 from conveyor.server.grpc.server import GRPCFrontEnd
-from conveyor.server.http.connection import HTTPToolsFrontEnd
+from conveyor.server.http.listener import HTTPToolsFrontEnd
 from conveyor.server.http.routes import V2Routes
 from conveyor.server.log_output import LogControl
 from conveyor.server.malloc_tuning import tune_malloc

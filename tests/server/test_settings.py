@@ -14,7 +14,7 @@ from conveyor.client.http import HTTPClient
 from conveyor.protocol.limits import DEFAULT_MAX_MESSAGE_BYTES
 from conveyor.server import metrics_port
 from conveyor.server.grpc.server import GRPCFrontEnd, start_grpc_server
-from conveyor.server.http import connection
+from conveyor.server.http import listener
 from conveyor.server.settings import Settings, add_arguments, from_arguments
 
 
@@ -49,7 +49,7 @@ def test_each_default_is_the_settings_default():
     assert _default(start_grpc_server, "max_message_bytes") == settings.grpc_max_message_bytes
     assert _default(GRPCFrontEnd, "max_message_bytes") == settings.grpc_max_message_bytes
     assert _default(GRPCClient, "max_message_bytes") == settings.grpc_max_message_bytes
-    http = connection.HTTPToolsFrontEnd
+    http = listener.HTTPToolsFrontEnd
     assert _default(http, "header_timeout") == settings.http_header_timeout == 10.0
     assert _default(http, "body_timeout") == settings.http_body_timeout == 30.0
     assert _default(http, "keep_alive_timeout") == settings.http_keep_alive_timeout == 30.0
