@@ -1,14 +1,16 @@
 """A model's OpenAI embeddings door: which tensors carry texts and embeddings.
 
-config.toml declares it in an ``[openai]`` table; a model without one is not served on
-``/v1/embeddings``. Checked here, once, into :class:`OpenAIEmbeddings`, against the
-model's own inputs and outputs, so a typo fails at load and never on a request.
+config.toml declares it in an ``[openai]`` table, config.pbtxt in ``openai.*`` parameters
+(``parameters { key: "openai.input" value: { string_value: "TEXT" } }``); a model without
+either is not served on ``/v1/embeddings``. Checked here, once, into
+:class:`OpenAIEmbeddings`, against the model's own inputs and outputs, so a typo fails at
+load and never on a request.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from conveyor.errors import RepositoryError
@@ -17,6 +19,8 @@ from conveyor.errors import RepositoryError
 # 8,192 tokens; a token is rarely more than 4 characters).
 DEFAULT_MAX_INPUTS = 2048
 DEFAULT_MAX_CHARS = 32768
+# config.pbtxt's parameters that make the [openai] table: "openai.input" -> input.
+PBTXT_PREFIX = "openai."
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,3 +94,20 @@ def parse_openai(
         max_inputs=limit("max_inputs", DEFAULT_MAX_INPUTS),
         max_chars=limit("max_chars", DEFAULT_MAX_CHARS),
     )
+
+
+def pbtxt_openai_table(parameters: Mapping[str, str]) -> dict[str, Any]:
+    """config.pbtxt's ``openai.*`` parameters as an ``[openai]`` table. Triton's parameters
+    are all strings: ``true``/``false`` and whole numbers are read as such, anything else
+    is left a string for :func:`parse_openai` to check (so a bad value is named there)."""
+    table: dict[str, Any] = {}
+    for key, text in parameters.items():
+        if not key.startswith(PBTXT_PREFIX):
+            continue
+        value: Any = text
+        if text in ("true", "false"):
+            value = text == "true"
+        elif text.isdigit():
+            value = int(text)
+        table[key[len(PBTXT_PREFIX) :]] = value
+    return table
