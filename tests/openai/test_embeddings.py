@@ -14,6 +14,7 @@ import pytest
 import tritonclient.http as httpclient
 
 from conveyor.testing import RunningServer, run_server
+from tests.metrics import wait_pending
 from tests.openai.toy import write_repository
 
 TEXTS = ["the quick brown fox", "jumps", "over the lazy dog again"]
@@ -210,7 +211,7 @@ def test_wrong_method_and_path_are_openai_errors(server: RunningServer) -> None:
 
 
 def test_a_request_whose_client_went_away_never_runs(
-    client: openai.OpenAI, v2: httpclient.InferenceServerClient
+    server: RunningServer, client: openai.OpenAI, v2: httpclient.InferenceServerClient
 ) -> None:
     def successes() -> int:
         (stats,) = v2.get_inference_statistics("toy")["model_stats"]
@@ -227,3 +228,6 @@ def test_a_request_whose_client_went_away_never_runs(
     # Had the dropped request run, it would have run right after the sleeping one.
     time.sleep(0.5)
     assert successes() == before + 1
+    # Nor is it left in the queue (under --workers 2 too, where the engine is another
+    # process): nothing stays pending once both are done.
+    wait_pending(server, "toy", 0)
