@@ -29,6 +29,12 @@ class EmbeddingsSpec(Protocol):
     def max_inputs(self) -> int: ...
     @property
     def max_chars(self) -> int: ...
+    @property
+    def input(self) -> str | None: ...
+    @property
+    def token_ids(self) -> str | None: ...
+    @property
+    def token_ids_mask(self) -> str | None: ...
 
 
 ENCODINGS = ("float", "base64")
@@ -77,9 +83,15 @@ def model_not_found(model: str) -> OpenAIError:
 @dataclasses.dataclass(frozen=True)
 class EmbeddingsRequest:
     model: str
-    texts: list[str]
+    texts: list[str]  # empty when the input is token ids
     encoding_format: str = "float"
     dimensions: int | None = None
+    token_ids: list[list[int]] | None = None  # ``input`` as token ids, one list per input
+
+    @property
+    def count(self) -> int:
+        """How many inputs (and so embeddings) the request holds."""
+        return len(self.token_ids) if self.token_ids is not None else len(self.texts)
 
 
 def decode_request(body: bytes) -> EmbeddingsRequest:
@@ -104,13 +116,10 @@ def decode_request(body: bytes) -> EmbeddingsRequest:
     texts = [value] if isinstance(value, str) else value
     if not isinstance(texts, list) or not texts:
         raise OpenAIError("'input' must be a string or a non-empty list of strings", param="input")
+    token_ids = None
     if not all(isinstance(text, str) for text in texts):
-        if all(isinstance(t, int) for t in texts) or all(isinstance(t, list) for t in texts):
-            raise OpenAIError(
-                f"model {model!r} takes text: token-id inputs are not accepted; send strings",
-                param="input",
-            )
-        raise OpenAIError("'input' must be a string or a list of strings", param="input")
+        token_ids = _token_ids(texts)
+        texts = []
     for index, text in enumerate(texts):
         if not text:
             where = "'input'" if isinstance(value, str) else f"'input[{index}]'"
@@ -128,14 +137,47 @@ def decode_request(body: bytes) -> EmbeddingsRequest:
         raise OpenAIError(
             f"'dimensions' must be an integer >= 1, got {dimensions!r}", param="dimensions"
         )
-    return EmbeddingsRequest(model, texts, encoding, dimensions)
+    return EmbeddingsRequest(model, texts, encoding, dimensions, token_ids)
+
+
+def _is_id(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _token_ids(value: list[Any]) -> list[list[int]]:
+    """OpenAI's token-id forms: one list of ids, or a list of such lists."""
+    lists = [value] if all(_is_id(t) for t in value) else value
+    for index, ids in enumerate(lists):
+        if not isinstance(ids, list) or not all(_is_id(t) for t in ids):
+            raise OpenAIError(
+                "'input' must be a string, a list of strings, a list of token ids (integers "
+                ">= 0), or a list of such lists",
+                param="input",
+            )
+        if not ids:
+            raise OpenAIError(
+                f"'input[{index}]' is an empty list; expected token ids", param="input"
+            )
+    return lists
 
 
 def check_request(request: EmbeddingsRequest, spec: EmbeddingsSpec) -> None:
     """Refuse what this model's ``[openai]`` limits do not allow."""
-    if len(request.texts) > spec.max_inputs:
+    if request.token_ids is not None and spec.token_ids is None:
         raise OpenAIError(
-            f"'input' holds {len(request.texts)} texts; model {request.model!r} takes at most "
+            f"model {request.model!r} takes text: token-id inputs are not accepted "
+            "(openai.token_ids is not set in its config); send strings",
+            param="input",
+        )
+    if request.token_ids is None and spec.input is None:
+        raise OpenAIError(
+            f"model {request.model!r} takes token ids, not text (openai.input is not set in "
+            "its config); send lists of token ids",
+            param="input",
+        )
+    if request.count > spec.max_inputs:
+        raise OpenAIError(
+            f"'input' holds {request.count} texts; model {request.model!r} takes at most "
             f"{spec.max_inputs} per request (openai.max_inputs in its config)",
             param="input",
         )
@@ -154,15 +196,37 @@ def check_request(request: EmbeddingsRequest, spec: EmbeddingsSpec) -> None:
         )
 
 
-def text_tensor(request: EmbeddingsRequest) -> np.ndarray:
-    """The texts as the model's BYTES input, one row per text."""
-    return np.array([text.encode("utf-8") for text in request.texts], dtype=object)
+def input_tensors(request: EmbeddingsRequest, spec: EmbeddingsSpec) -> dict[str, np.ndarray]:
+    """The model's inputs: the texts as its BYTES input, one row per text; or the token ids
+    as its INT64 input, padded with 0 to the longest, with the mask that marks them."""
+    if request.token_ids is None:
+        assert spec.input is not None  # check_request refused text for an ids-only model
+        texts = [text.encode("utf-8") for text in request.texts]
+        return {spec.input: np.array(texts, dtype=object)}
+    assert spec.token_ids is not None  # check_request refused ids for a text-only model
+    longest = max(len(ids) for ids in request.token_ids)
+    ids = np.zeros((len(request.token_ids), longest), dtype=np.int64)
+    mask = np.zeros_like(ids)
+    for row, values in enumerate(request.token_ids):
+        ids[row, : len(values)] = values
+        mask[row, : len(values)] = 1
+    tensors = {spec.token_ids: ids}
+    if spec.token_ids_mask is not None:
+        tensors[spec.token_ids_mask] = mask
+    return tensors
+
+
+def id_count(request: EmbeddingsRequest) -> int | None:
+    """usage.prompt_tokens for token-id input: the ids sent; None for text."""
+    if request.token_ids is None:
+        return None
+    return sum(len(ids) for ids in request.token_ids)
 
 
 def embeddings(request: EmbeddingsRequest, spec: EmbeddingsSpec, output: np.ndarray) -> np.ndarray:
     """The model's output as one float32 row per text: cut to ``dimensions``, normalised
     where the config asks (cutting always re-normalises, as OpenAI's shortened ones are)."""
-    rows = np.asarray(output, dtype=np.float32).reshape(len(request.texts), -1)
+    rows = np.asarray(output, dtype=np.float32).reshape(request.count, -1)
     normalize = spec.normalize
     if request.dimensions is not None:
         if request.dimensions > rows.shape[1]:

@@ -34,6 +34,8 @@ from conveyor.repository.config import (
     parse_config,
 )
 from conveyor.repository.ensemble import ENSEMBLE
+from conveyor.repository.openai_spec import PBTXT_PREFIX as OPENAI_PREFIX
+from conveyor.repository.openai_spec import pbtxt_openai_table
 from conveyor.repository.openvino_options import triton_parameters
 from conveyor.repository.pbtxt_sequences import read_sequence_batching
 from conveyor.repository.ray_scaling import (
@@ -82,6 +84,11 @@ _ORT_PARAMETERS = {
     "intra_op_thread_count": "intra_op_threads",
     "inter_op_thread_count": "inter_op_threads",
 }
+
+
+def _conveyors(key: str) -> bool:
+    """A parameter Conveyor reads itself (ray.*, openai.*), never passed to the backend."""
+    return key.startswith((PBTXT_PREFIX, OPENAI_PREFIX))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -199,13 +206,17 @@ class _Reader:
             # Checked here so an error names the parameter as the user wrote it.
             parse_ray_scaling(ray, lambda message: self.fail("parameters", message), pbtxt_key)
             raw["ray"] = ray
+        # openai.* parameters declare the OpenAI embeddings door (config.toml's [openai]).
+        openai = pbtxt_openai_table({key: p.string_value for key, p in m.parameters.items()})
+        if openai:
+            raw["openai"] = openai
         if backend != ENSEMBLE:  # an ensemble runs no backend of its own to pass them to
             raw[backend] = self.parameters(m, backend)
             if backend == "python" and INSTANCE_KIND_PARAMETER in raw[backend]:
                 # Triton runs every Python instance as a process of its own; Conveyor runs
                 # threads unless the config asks for processes with this parameter.
                 raw["instance_kind"] = raw[backend].pop(INSTANCE_KIND_PARAMETER)
-        elif any(not key.startswith(PBTXT_PREFIX) for key in m.parameters):
+        elif any(not _conveyors(key) for key in m.parameters):
             self.warn("parameters")
         raw["inputs"] = [self.tensor(t, f"input[{i}]") for i, t in enumerate(m.input)]
         raw["outputs"] = [self.tensor(t, f"output[{i}]") for i, t in enumerate(m.output)]
@@ -282,9 +293,7 @@ class _Reader:
         options: dict[str, Any] = {}
         if backend == "openvino":
             strings = {
-                key: p.string_value
-                for key, p in m.parameters.items()
-                if not key.startswith(PBTXT_PREFIX)
+                key: p.string_value for key, p in m.parameters.items() if not _conveyors(key)
             }
             try:
                 return self.known_parameters(triton_parameters(strings), backend)
@@ -292,7 +301,7 @@ class _Reader:
                 key, reason = exc.args
                 raise self.fail(f"parameters[{key!r}]", reason) from None
         for key, parameter in m.parameters.items():
-            if key.startswith(PBTXT_PREFIX):
+            if _conveyors(key):
                 continue
             value: Any = parameter.string_value
             if backend == "onnxruntime":

@@ -94,7 +94,7 @@ async def _embeddings(data: DataPlane, body: bytes) -> Reply:
     future = data.infer(
         request.model,
         None,
-        {spec.input: openai.text_tensor(request)},
+        openai.input_tensors(request, spec),
         outputs=outputs,
         options=RequestOptions(),
         request_id=None,
@@ -109,7 +109,10 @@ async def _embeddings(data: DataPlane, body: bytes) -> Reply:
         if trace is not None:
             data.finish_trace(trace, future)
     rows = openai.embeddings(request, spec, results[spec.output])
-    mask = results.get(spec.token_mask) if spec.token_mask is not None else None
-    reply = openai.encode_response(request, rows, openai.token_count(mask))
+    tokens = openai.id_count(request)
+    if tokens is None:
+        mask = results.get(spec.token_mask) if spec.token_mask is not None else None
+        tokens = openai.token_count(mask)
+    reply = openai.encode_response(request, rows, tokens)
     data.observe_latency(future, time.perf_counter() - started, "http")
     return 200, reply, JSON

@@ -81,3 +81,31 @@ def test_openai_and_v2_requests_share_the_encoders_batches(server: RunningServer
             if executions < inferences:
                 break
     assert executions < inferences  # some executions held more than one request
+
+
+def test_token_ids_to_the_encoder_equal_the_texts_embeddings(server: RunningServer) -> None:
+    client = openai.OpenAI(base_url=f"{server.http_url}/v1", api_key="unused", max_retries=0)
+    url = server.http_url.removeprefix("http://")
+    texts = ["hello world", "A much longer sentence about the quick brown fox."]
+    # The ids minilm's own tokenizer makes of them, as a client that tokenizes sends them.
+    v2 = httpclient.InferenceServerClient(url)
+    tensor = httpclient.InferInput("TEXT", [len(texts)], "BYTES")
+    tensor.set_data_from_numpy(np.array([t.encode() for t in texts], dtype=object))
+    tokens = v2.infer("minilm_tokenizer", [tensor])
+    ids, mask = tokens.as_numpy("input_ids"), tokens.as_numpy("attention_mask")
+    assert ids is not None and mask is not None
+    rows = [
+        [int(i) for i, m in zip(row, keep, strict=True) if m]
+        for row, keep in zip(ids, mask, strict=True)
+    ]
+
+    by_ids = client.embeddings.create(model="minilm_encoder", input=rows, encoding_format="float")
+    by_text = client.embeddings.create(model="minilm", input=texts, encoding_format="float")
+    got = np.array([item.embedding for item in by_ids.data], dtype=np.float32)
+    want = np.array([item.embedding for item in by_text.data], dtype=np.float32)
+    np.testing.assert_allclose(got, want, atol=1e-6)
+    assert by_ids.usage.prompt_tokens == by_text.usage.prompt_tokens == int(mask.sum())
+    assert {"minilm", "minilm_encoder"} <= {model.id for model in client.models.list()}
+    # The ensemble takes text only: ids sent to it are refused in OpenAI's shape.
+    with pytest.raises(openai.BadRequestError, match="token-id inputs are not accepted"):
+        client.embeddings.create(model="minilm", input=rows)

@@ -14,6 +14,7 @@ import pytest
 import tritonclient.http as httpclient
 
 from conveyor.testing import RunningServer, run_server
+from tests.metrics import wait_pending
 from tests.openai.toy import write_repository
 
 TEXTS = ["the quick brown fox", "jumps", "over the lazy dog again"]
@@ -128,8 +129,62 @@ def test_token_ids_are_refused_for_a_text_model(client: openai.OpenAI) -> None:
         client.embeddings.create(model="toy", input=[[1, 2, 3]])
 
 
+def v2_id_embeddings(v2: httpclient.InferenceServerClient, rows: list[list[int]]) -> np.ndarray:
+    """The ids model's V2 answer for ``rows``, padded with 0 and masked as the route does."""
+    longest = max(len(row) for row in rows)
+    ids = np.array([row + [0] * (longest - len(row)) for row in rows], dtype=np.int64)
+    mask = np.array([[1] * len(row) + [0] * (longest - len(row)) for row in rows], np.int64)
+    tensors = []
+    for name, array in (("IDS", ids), ("IDS_MASK", mask)):
+        tensor = httpclient.InferInput(name, list(array.shape), "INT64")
+        tensor.set_data_from_numpy(array)
+        tensors.append(tensor)
+    result = v2.infer("ids", tensors).as_numpy("EMBEDDING")
+    assert result is not None
+    return result
+
+
+def test_one_list_of_token_ids_equals_the_v2_answer(
+    client: openai.OpenAI, v2: httpclient.InferenceServerClient
+) -> None:
+    answer = client.embeddings.create(model="ids", input=[101, 7592, 2088, 102])
+    (item,) = answer.data
+    got = np.array(item.embedding, dtype=np.float32)
+    assert got.tobytes() == v2_id_embeddings(v2, [[101, 7592, 2088, 102]])[0].tobytes()
+    assert answer.usage.prompt_tokens == 4  # the ids sent
+    assert np.any(got != 0)
+
+
+def test_ragged_token_id_lists_are_padded_and_masked(
+    client: openai.OpenAI, v2: httpclient.InferenceServerClient
+) -> None:
+    rows = [[101, 2023, 102], [101, 102], [101, 1037, 2936, 6251, 102]]
+    answer = client.embeddings.create(model="ids", input=rows, encoding_format="float")
+    got = np.array([item.embedding for item in answer.data], dtype=np.float32)
+    assert got.tobytes() == v2_id_embeddings(v2, rows).tobytes()
+    # Padding changes nothing: each row embeds as it does alone.
+    for index, row in enumerate(rows):
+        assert got[index].tobytes() == v2_id_embeddings(v2, [row])[0].tobytes()
+    assert answer.usage.prompt_tokens == 3 + 2 + 5
+
+
+def test_text_is_refused_by_a_token_id_model(client: openai.OpenAI) -> None:
+    with pytest.raises(openai.BadRequestError, match="takes token ids, not text") as caught:
+        client.embeddings.create(model="ids", input="some text")
+    assert caught.value.param == "input"
+
+
+def test_bad_token_ids_are_refused(client: openai.OpenAI) -> None:
+    with pytest.raises(openai.BadRequestError, match="integers >= 0"):
+        client.embeddings.create(model="ids", input=[[1, -2]])
+    with pytest.raises(openai.BadRequestError, match=r"'input\[1\]' is an empty list"):
+        client.embeddings.create(model="ids", input=[[1], []])
+    with pytest.raises(openai.BadRequestError, match="at most 4"):
+        client.embeddings.create(model="ids", input=[[1]] * 5)
+
+
 def test_models_lists_only_the_declared_ones(client: openai.OpenAI) -> None:
-    assert [model.id for model in client.models.list()] == ["toy"]
+    assert sorted(model.id for model in client.models.list()) == ["ids", "toy"]
     assert client.models.retrieve("toy").id == "toy"
 
 
@@ -156,7 +211,7 @@ def test_wrong_method_and_path_are_openai_errors(server: RunningServer) -> None:
 
 
 def test_a_request_whose_client_went_away_never_runs(
-    client: openai.OpenAI, v2: httpclient.InferenceServerClient
+    server: RunningServer, client: openai.OpenAI, v2: httpclient.InferenceServerClient
 ) -> None:
     def successes() -> int:
         (stats,) = v2.get_inference_statistics("toy")["model_stats"]
@@ -173,3 +228,6 @@ def test_a_request_whose_client_went_away_never_runs(
     # Had the dropped request run, it would have run right after the sleeping one.
     time.sleep(0.5)
     assert successes() == before + 1
+    # Nor is it left in the queue (under --workers 2 too, where the engine is another
+    # process): nothing stays pending once both are done.
+    wait_pending(server, "toy", 0)

@@ -14,7 +14,11 @@ from conveyor.repository.openai_spec import OpenAIEmbeddings
 def raw(**openai: Any) -> dict[str, Any]:
     return {
         "backend": "python",
-        "inputs": [{"name": "TEXT", "datatype": "BYTES", "shape": [-1]}],
+        "inputs": [
+            {"name": "TEXT", "datatype": "BYTES", "shape": [-1]},
+            {"name": "IDS", "datatype": "INT64", "shape": [-1, -1]},
+            {"name": "IDS_MASK", "datatype": "INT64", "shape": [-1, -1]},
+        ],
         "outputs": [
             {"name": "EMBEDDING", "datatype": "FP32", "shape": [-1, 4]},
             {"name": "MASK", "datatype": "INT64", "shape": [-1, -1]},
@@ -42,9 +46,19 @@ def test_a_declared_model_reads_every_key() -> None:
         ({"input": "TEXT", "output": "EMBEDDING", "normalise": True}, "unknown key 'normalise'"),
         ({"input": "TEXT", "output": "EMBEDDING", "max_inputs": 0}, "openai.max_inputs must be"),
         ({"input": "TEXT", "output": "EMBEDDING", "normalize": "yes"}, "true or false"),
+        ({"output": "EMBEDDING"}, "[openai] needs input"),
+        ({"token_ids": "TEXT", "output": "EMBEDDING"}, "openai.token_ids = 'TEXT' must be INT64"),
+        ({"input": "TEXT", "output": "EMBEDDING", "token_ids_mask": "IDS_MASK"}, "needs openai."),
     ],
 )
 def test_a_wrong_table_is_refused_by_name(table: dict[str, Any], words: str) -> None:
     with pytest.raises(RepositoryError, match="model 'm'") as caught:
         parse_config("m", raw(**table))
     assert words in str(caught.value)
+
+
+def test_a_token_id_model_needs_no_text_input() -> None:
+    config = parse_config("m", raw(token_ids="IDS", token_ids_mask="IDS_MASK", output="EMBEDDING"))
+    assert config.openai == OpenAIEmbeddings(
+        input=None, output="EMBEDDING", token_ids="IDS", token_ids_mask="IDS_MASK"
+    )

@@ -1,6 +1,7 @@
 """Write the MiniLM models into a repository folder: two steps and the ensembles over them.
 
 minilm            ensemble: TEXT -> minilm_tokenizer -> minilm_encoder -> EMBEDDING
+minilm_encoder    the encoder alone: word-piece ids -> EMBEDDING (OpenAI token-id input)
 minilm_openvino   the same with minilm_encoder_openvino (only when OpenVINO is installed)
 """
 
@@ -64,6 +65,13 @@ allow_ragged_batch = true
 name = "EMBEDDING"
 datatype = "FP32"
 shape = [{hidden}]
+
+# Served on OpenAI's /v1/embeddings for token-id input (the minilm ensemble takes text).
+[openai]
+token_ids = "input_ids"
+token_ids_mask = "attention_mask"
+output = "EMBEDDING"
+max_inputs = {max_batch_size}
 """
 # The most texts one request (and one batch of requests) may hold.
 MAX_TEXTS = 256
