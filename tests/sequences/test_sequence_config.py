@@ -75,7 +75,7 @@ def read(tmp_path: Path, sequence_batching: str) -> Any:
 
 
 def test_config_pbtxt_oldest_is_read_without_a_warning(tmp_path: Path) -> None:
-    """oldest is a strategy of its own now (tests/sequences_oldest has its behaviour)."""
+    """oldest is a strategy of its own now (tests/sequences/oldest has its behaviour)."""
     read_config = read(tmp_path, "oldest { max_candidate_sequences: 4 }")
     batching = read_config.config.sequence_batching
     assert batching is not None and batching.oldest is not None

@@ -26,7 +26,7 @@ from hyperframe import frame as hf
 
 from conveyor.protocol.grpc._generated import grpc_service_pb2 as pb
 from conveyor.testing import RunningServer, run_server
-from tests.server.grpc_h2.raw_client import PREFACE, RawClient, grpc_message
+from tests.server.grpc.h2.raw_client import PREFACE, RawClient, grpc_message
 
 MAX_STREAMS = 32
 PROTOCOL_ERROR, FRAME_SIZE_ERROR, REFUSED_STREAM, ENHANCE_YOUR_CALM = 0x1, 0x6, 0x7, 0xB

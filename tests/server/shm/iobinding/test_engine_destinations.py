@@ -12,7 +12,7 @@ import pytest
 
 from conveyor import Engine
 from tests.models import RepoBuilder
-from tests.server.shm_iobinding.iobinding_models import FILL_VALUE, iobinding_repository
+from tests.server.shm.iobinding.iobinding_models import FILL_VALUE, iobinding_repository
 
 ECHO_MODEL = """
 class Model:

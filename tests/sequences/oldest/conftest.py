@@ -9,7 +9,7 @@ import pytest
 
 from conveyor.testing import RunningServer, run_server
 from tests.sequences.client_util import close_clients
-from tests.sequences_oldest.models import build_repository
+from tests.sequences.oldest.models import build_repository
 
 
 @pytest.fixture(scope="module")

@@ -13,8 +13,8 @@ import tritonclient.grpc as grpcclient
 from conveyor.protocol.grpc._generated import grpc_service_pb2 as pb
 from conveyor.testing import RunningServer
 from tests.models import RunLog
-from tests.server.grpc_h2.conftest import MAX_MESSAGE_BYTES
-from tests.server.grpc_h2.raw_client import (
+from tests.server.grpc.h2.conftest import MAX_MESSAGE_BYTES
+from tests.server.grpc.h2.raw_client import (
     DATA,
     GOAWAY,
     HEADERS,

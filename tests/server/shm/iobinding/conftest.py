@@ -11,7 +11,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
 from conveyor.testing import RunningServer, run_server
-from tests.server.shm_iobinding.iobinding_models import iobinding_repository
+from tests.server.shm.iobinding.iobinding_models import iobinding_repository
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ import tritonclient.grpc as grpcclient
 
 from conveyor.testing import RunningServer
 from tests.tracing.otlp_receiver import Received
-from tests.tracing_spans.conftest import RequestSpans, spans_of
+from tests.tracing.spans.conftest import RequestSpans, spans_of
 
 RESPONSE = "INFER_RESPONSE_COMPLETE"
 

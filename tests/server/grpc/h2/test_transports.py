@@ -18,7 +18,7 @@ from conveyor.server.settings import GrpcTransport, Settings
 from conveyor.testing import run_server
 from tests.models import RepoBuilder, RunLog
 from tests.reliability.rel_util import self_signed
-from tests.server.grpc_h2.raw_client import (
+from tests.server.grpc.h2.raw_client import (
     GOAWAY,
     PREFACE,
     SETTINGS,
@@ -26,7 +26,7 @@ from tests.server.grpc_h2.raw_client import (
     frame,
     grpc_message,
 )
-from tests.server.grpc_h2.test_frames import runs_request
+from tests.server.grpc.h2.test_frames import runs_request
 
 X = np.arange(16, dtype=np.float32).reshape(1, 16)
 

@@ -14,7 +14,7 @@ import tritonclient.http as httpclient
 
 from conveyor.testing import RunningServer
 from tests.tracing.otlp_receiver import Received
-from tests.tracing_spans.conftest import spans_of
+from tests.tracing.spans.conftest import spans_of
 
 MODULES = {"http": httpclient, "grpc": grpcclient}
 

@@ -14,7 +14,7 @@ import tritonclient.http as httpclient
 
 from conveyor.testing import RunningServer
 from tests.sequences.client_util import BAD_REQUEST, PROTOCOLS, client, refused
-from tests.sequences_oldest.models import MODELS
+from tests.sequences.oldest.models import MODELS
 
 _ids = itertools.count(1000)
 SEQUENCES = 8  # as many as the model's candidate slots: every one runs at once

@@ -18,9 +18,9 @@ import tritonclient.utils.shared_memory as shm
 from tritonclient.utils import InferenceServerException, serialize_byte_tensor
 
 from conveyor.testing import RunningServer
+from tests.server.shm.iobinding.conftest import connect
+from tests.server.shm.iobinding.iobinding_models import FILL_VALUE
 from tests.server.shm.shm_util import region, wait_unmapped
-from tests.server.shm_iobinding.conftest import connect
-from tests.server.shm_iobinding.iobinding_models import FILL_VALUE
 
 GARBAGE = -123.0
 

@@ -14,7 +14,7 @@ import pytest
 from conveyor.testing import RunningServer, run_server
 from tests.polling import wait_until
 from tests.tracing.otlp_receiver import Received, otlp_receiver
-from tests.tracing_spans import models
+from tests.tracing.spans import models
 
 
 @pytest.fixture(scope="package")
