@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import conveyor.examples
 from tests.models import RepoBuilder
 
 # Sends IN[0] responses, each OUT = its index, DELAY_MS apart; records how far it got.
@@ -109,3 +110,7 @@ def build(root: Path) -> Path:
     (root / "triton_repeat" / "config.pbtxt").write_text(TRITON_REPEAT_PBTXT)
     builder.tiny()
     return root
+
+
+# The example repository's decoupled chargen model, copied into test repositories.
+CHARGEN = Path(conveyor.examples.__file__).parent / "repository" / "chargen"

@@ -13,8 +13,7 @@ import pytest
 
 from conveyor.client import BaseClient, Client
 from conveyor.testing import RunningServer, run_server
-from tests.engine.decoupled.models import build
-from tests.engine.decoupled.test_http_generate import CHARGEN
+from tests.engine.decoupled.models import CHARGEN, build
 from tests.polling import wait_until
 
 

@@ -11,12 +11,9 @@ from pathlib import Path
 
 import pytest
 
-import conveyor.examples
 from conveyor.testing import RunningServer, run_server
-from tests.engine.decoupled.models import build
+from tests.engine.decoupled.models import CHARGEN, build
 from tests.polling import wait_until
-
-CHARGEN = Path(conveyor.examples.__file__).parent / "repository" / "chargen"
 
 
 @pytest.fixture(scope="module")

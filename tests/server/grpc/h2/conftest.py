@@ -15,8 +15,7 @@ import pytest
 from conveyor.examples import onnx_models
 from conveyor.testing import RunningServer, run_server
 from tests.models import RepoBuilder
-
-MAX_MESSAGE_BYTES = 8 * 1024 * 1024
+from tests.server.grpc.h2.requests import MAX_MESSAGE_BYTES
 
 
 @pytest.fixture(scope="package")

@@ -13,9 +13,8 @@ from tritonclient.utils import InferenceServerException
 
 from conveyor.protocol.grpc._generated import grpc_service_pb2 as pb
 from conveyor.testing import RunningServer
-from tests.server.grpc.h2.conftest import MAX_MESSAGE_BYTES
 from tests.server.grpc.h2.raw_client import RawClient, frame
-from tests.server.grpc.h2.test_frames import tiny_request
+from tests.server.grpc.h2.requests import MAX_MESSAGE_BYTES, tiny_request
 
 OK, RESOURCE_EXHAUSTED, INTERNAL, UNIMPLEMENTED = 0, 8, 13, 12
 DATA, END_STREAM = 0x0, 0x1

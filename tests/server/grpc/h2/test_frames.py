@@ -13,7 +13,6 @@ import tritonclient.grpc as grpcclient
 from conveyor.protocol.grpc._generated import grpc_service_pb2 as pb
 from conveyor.testing import RunningServer
 from tests.models import RunLog
-from tests.server.grpc.h2.conftest import MAX_MESSAGE_BYTES
 from tests.server.grpc.h2.raw_client import (
     DATA,
     GOAWAY,
@@ -27,37 +26,15 @@ from tests.server.grpc.h2.raw_client import (
     frame,
     grpc_message,
 )
+from tests.server.grpc.h2.requests import (
+    MAX_MESSAGE_BYTES,
+    identity_request,
+    runs_request,
+    tiny_output,
+    tiny_request,
+)
 
 OK, INVALID_ARGUMENT, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, UNIMPLEMENTED = 0, 3, 4, 8, 12
-
-
-def tiny_request(request_id: str = "") -> bytes:
-    request = pb.ModelInferRequest(model_name="tiny", id=request_id)
-    tensor = request.inputs.add(name="INPUT0", datatype="FP32", shape=[1, 16])
-    del tensor
-    request.raw_input_contents.append(np.arange(16, dtype=np.float32).tobytes())
-    return request.SerializeToString()
-
-
-def identity_request(payload: bytes) -> bytes:
-    request = pb.ModelInferRequest(model_name="identity")
-    request.inputs.add(name="INPUT0", datatype="FP32", shape=[len(payload) // 4])
-    request.raw_input_contents.append(payload)
-    return request.SerializeToString()
-
-
-def runs_request(tag: bytes, seconds: float) -> bytes:
-    request = pb.ModelInferRequest(model_name="runs", id=tag.decode())
-    request.inputs.add(name="INPUT0", datatype="FP32", shape=[1])
-    request.inputs.add(name="TAG", datatype="BYTES", shape=[1])
-    request.raw_input_contents.append(np.float32(seconds).tobytes())
-    request.raw_input_contents.append(len(tag).to_bytes(4, "little") + tag)
-    return request.SerializeToString()
-
-
-def tiny_output(answer_bytes: bytes) -> np.ndarray:
-    response = pb.ModelInferResponse.FromString(answer_bytes)
-    return np.frombuffer(response.raw_output_contents[0], np.float32)
 
 
 def tritonclient_still_serves(server: RunningServer) -> None:

@@ -26,7 +26,7 @@ from tests.server.grpc.h2.raw_client import (
     frame,
     grpc_message,
 )
-from tests.server.grpc.h2.test_frames import runs_request
+from tests.server.grpc.h2.requests import runs_request
 
 X = np.arange(16, dtype=np.float32).reshape(1, 16)
 

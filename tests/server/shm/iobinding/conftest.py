@@ -7,11 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import tritonclient.grpc as grpcclient
-import tritonclient.http as httpclient
 
 from conveyor.testing import RunningServer, run_server
-from tests.server.shm.iobinding.iobinding_models import iobinding_repository
+from tests.server.shm.iobinding.iobinding_models import connect, iobinding_repository
 
 
 @pytest.fixture(scope="module")
@@ -38,9 +36,3 @@ def client(protocol: str, iobinding_server: RunningServer) -> Iterator[Any]:
     made = connect(iobinding_server, protocol)
     yield made
     made.close()
-
-
-def connect(server: RunningServer, protocol: str) -> Any:
-    if protocol == "http":
-        return httpclient.InferenceServerClient(server.http_url.removeprefix("http://"))
-    return grpcclient.InferenceServerClient(server.grpc_url.removeprefix("grpc://"))

@@ -1,13 +1,18 @@
-"""ONNX models of the in-place output tests, and the repository that holds them."""
+"""ONNX models of the in-place output tests, the repository that holds them, and a
+tritonclient client of either protocol for their server."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
 from onnx import TensorProto, helper, numpy_helper
 
 from conveyor.examples import onnx_models
+from conveyor.testing import RunningServer
 from tests.models import RepoBuilder
 
 # Four requests fill the preferred batch at once; a lone request waits up to the delay.
@@ -77,3 +82,9 @@ def iobinding_repository(root: Path) -> Path:
     builder.onnx("strings", string_identity)
     builder.onnx("scale", scale, BATCHED_CONFIG)
     return root
+
+
+def connect(server: RunningServer, protocol: str) -> Any:
+    if protocol == "http":
+        return httpclient.InferenceServerClient(server.http_url.removeprefix("http://"))
+    return grpcclient.InferenceServerClient(server.grpc_url.removeprefix("grpc://"))

@@ -18,8 +18,7 @@ import tritonclient.utils.shared_memory as shm
 from tritonclient.utils import InferenceServerException, serialize_byte_tensor
 
 from conveyor.testing import RunningServer
-from tests.server.shm.iobinding.conftest import connect
-from tests.server.shm.iobinding.iobinding_models import FILL_VALUE
+from tests.server.shm.iobinding.iobinding_models import FILL_VALUE, connect
 from tests.server.shm.shm_util import region, wait_unmapped
 
 GARBAGE = -123.0

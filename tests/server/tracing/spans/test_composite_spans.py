@@ -14,18 +14,9 @@ import tritonclient.grpc as grpcclient
 
 from conveyor.testing import RunningServer
 from tests.server.tracing.otlp_receiver import Received
-from tests.server.tracing.spans.conftest import RequestSpans, spans_of
+from tests.server.tracing.spans.span_util import RequestSpans, repeat_inputs, spans_of
 
 RESPONSE = "INFER_RESPONSE_COMPLETE"
-
-
-def repeat_inputs(count: int) -> list[grpcclient.InferInput]:
-    inputs = []
-    for name, value in (("COUNT", count), ("DELAY_MS", 1)):
-        tensor = grpcclient.InferInput(name, [1], "INT32")
-        tensor.set_data_from_numpy(np.array([value], np.int32))
-        inputs.append(tensor)
-    return inputs
 
 
 def response_events(request: RequestSpans) -> list[str]:

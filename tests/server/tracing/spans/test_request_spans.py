@@ -14,7 +14,7 @@ import tritonclient.http as httpclient
 
 from conveyor.testing import RunningServer
 from tests.server.tracing.otlp_receiver import Received
-from tests.server.tracing.spans.conftest import spans_of
+from tests.server.tracing.spans.span_util import spans_of
 
 MODULES = {"http": httpclient, "grpc": grpcclient}
 

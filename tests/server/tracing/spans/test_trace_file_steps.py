@@ -16,7 +16,7 @@ import tritonclient.http as httpclient
 
 from conveyor.testing import run_server
 from tests.polling import wait_until
-from tests.server.tracing.spans.test_composite_spans import repeat_inputs
+from tests.server.tracing.spans.span_util import repeat_inputs
 
 ENGINE = ["REQUEST_START", "QUEUE_START", "COMPUTE_START", "COMPUTE_INPUT_END",
           "COMPUTE_OUTPUT_START", "COMPUTE_END"]  # fmt: skip

@@ -35,7 +35,3 @@ def client(server: RunningServer, protocol: str) -> Iterator[Any]:
         made = grpcclient.InferenceServerClient(server.grpc_url.removeprefix("grpc://"))
     yield made
     made.close()
-
-
-def module_of(protocol: str) -> Any:
-    return httpclient if protocol == "http" else grpcclient

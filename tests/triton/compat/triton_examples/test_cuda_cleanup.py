@@ -15,7 +15,7 @@ from tritonclient.utils import InferenceServerException, triton_to_np_dtype
 
 from conveyor.testing import run_server
 from tests.server.shm.shm_util import shm_repository, unique
-from tests.triton.compat.triton_examples.conftest import module_of
+from tests.triton.compat.triton_examples.clients import module_of
 
 
 def error_of(call: Any) -> str:
