@@ -107,6 +107,7 @@ def _dashboard_url(server: RunningServer) -> str:
     return f"http://{server.host}:{server.metrics_port}/"
 
 
+@pytest.mark.slow
 def test_numbers_follow_the_load_and_match_the_statistics(server: RunningServer) -> None:
     with chromium(1280, 800) as driver, Load(server) as load:
         driver.get(_dashboard_url(server))
@@ -143,6 +144,7 @@ def test_numbers_follow_the_load_and_match_the_statistics(server: RunningServer)
         assert console_errors(driver) == []
 
 
+@pytest.mark.slow
 def test_readable_on_a_phone_with_no_console_errors(server: RunningServer) -> None:
     with chromium(390, 844) as driver, Load(server):
         driver.get(_dashboard_url(server))
