@@ -1,7 +1,7 @@
 """OpenVINO against onnxruntime on the same ONNX file: speed over HTTP, and memory.
 
     python -m benchmarks.openvino            # one to two minutes (seven servers, 3 s points)
-    python -m benchmarks.openvino --short    # the smoke test's run (tests/bench_openvino)
+    python -m benchmarks.openvino --short    # the smoke test's run (tests/benchmarks)
 
 Speed: the built-in ``mlp`` example's ONNX file (256 -> 2048 -> 16, about 2 MB of weights,
 the built-in config's dynamic batching) served twice from one server, as ``mlp_onnxruntime``

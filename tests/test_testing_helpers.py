@@ -16,6 +16,7 @@ def test_free_port_never_repeats_a_port_it_handed_out() -> None:
     assert len(set(ports)) == len(ports)
 
 
+@pytest.mark.slow
 def test_run_server_starts_again_on_new_ports_when_a_chosen_port_was_taken(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -33,6 +34,7 @@ def test_run_server_starts_again_on_new_ports_when_a_chosen_port_was_taken(
                 assert r.status == 200
 
 
+@pytest.mark.slow
 def test_run_server_keeps_the_ports_the_caller_chose_and_reports_the_failure() -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
         taken.bind(("127.0.0.1", 0))

@@ -246,7 +246,7 @@ class ModelVersion:
             )
         self.queue.put(
             # Positional, in field order (a third of the keyword call's cost; the order is
-            # pinned by tests/engine_fastpath/test_request_fields.py).
+            # pinned by tests/engine/test_request_fields.py).
             Request(
                 arrays,
                 wanted,

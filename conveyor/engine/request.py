@@ -12,7 +12,7 @@ from conveyor.futures import InferFuture
 
 
 # ModelVersion.submit builds it positionally, once per request: keep the fields' order (a
-# test in tests/engine_fastpath pins it).
+# test in tests/engine/test_request_fields.py pins it).
 @dataclasses.dataclass(slots=True, eq=False)
 class Request:
     inputs: dict[str, np.ndarray]

@@ -1,6 +1,9 @@
 """Every wire transport, against the canned servers of ``conveyor bench ceiling``."""
 
+import pytest
 
+
+@pytest.mark.slow
 def test_canned_http_grpc_and_stream_servers_answer_the_generator(bench_cli):
     done = bench_cli("ceiling", "-d", "0.3", "-c", "2", "-p", "1", "-q")
     assert done.returncode == 0, done.stderr

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.docs.test_examples import install_problems
+from tests.docs.doc_blocks import install_problems
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = [

@@ -21,7 +21,7 @@ pytest.importorskip("ray.serve")
 pytest.importorskip("tritonclient.http")
 
 from conveyor.testing import free_port
-from tests.docs.test_examples import Block, read_blocks
+from tests.docs.doc_blocks import Block, read_blocks
 from tests.models import RepoBuilder
 from tests.ray.local_cluster import ROOT, RayHead, ray_head
 

@@ -28,10 +28,10 @@ from ray._raylet import Config  # noqa: E402
 
 from conveyor.ray import APP_NAME  # noqa: E402
 from conveyor.testing import free_port  # noqa: E402
+from tests.engine.sequences.models import NATIVE_CONFIG, NATIVE_MODEL  # noqa: E402
 from tests.models import RepoBuilder  # noqa: E402
 from tests.polling import wait_until  # noqa: E402
 from tests.ray.local_cluster import RayHead, ray_head  # noqa: E402
-from tests.sequences.models import NATIVE_CONFIG, NATIVE_MODEL  # noqa: E402
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.timeout(240)]
 

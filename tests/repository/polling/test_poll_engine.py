@@ -15,7 +15,7 @@ import pytest
 
 from conveyor import Engine
 from conveyor.errors import ModelNotFound, ModelUnavailable, Unavailable
-from tests.repository.polling.conftest import WIDTH, write_add_model
+from tests.repository.polling.models import WIDTH, write_add_model
 
 ZEROS = {"INPUT0": np.zeros((1, WIDTH), np.float32)}
 

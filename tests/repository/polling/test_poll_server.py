@@ -23,7 +23,7 @@ from tritonclient.utils import InferenceServerException
 from conveyor.engine.engine import POLLING_REFUSAL
 from conveyor.testing import RunningServer
 from tests.polling import wait_until
-from tests.repository.polling.conftest import WIDTH, write_add_model, write_slow_model
+from tests.repository.polling.models import WIDTH, write_add_model, write_slow_model
 
 # Two scans must agree before a change is acted on, then the model loads on a loaded machine.
 SETTLE_TIMEOUT_S = 30.0

@@ -237,6 +237,7 @@ def _pending(server: RunningServer, model: str) -> float:
     return 0.0
 
 
+@pytest.mark.slow
 def test_queue_full_and_queue_timeout(protocol: str, compat_server: RunningServer) -> None:
     # sleepy: one instance, max_queue_size 2. While a 1 s request runs and one waits, a
     # request whose timeout passes in the queue is answered so (L0_batcher's queue timeout);

@@ -209,7 +209,7 @@ def test_repository_index_ready_only(stub: Any) -> None:
 
 def test_cuda_shared_memory_register_answers_unimplemented(client: Any) -> None:
     # System shared memory is served (tests/server/shm); CUDA's has no GPU to use. Status
-    # and unregister answer as Triton built without GPUs (tests/compat/triton_examples).
+    # and unregister answer as Triton built without GPUs (tests/triton/compat/triton_examples).
     status, message = status_of(lambda: client.register_cuda_shared_memory("r", b"aGFuZGxl", 0, 64))
     assert status == "StatusCode.UNIMPLEMENTED"
     assert "CUDA shared memory is not supported on this server (no GPU)" in message

@@ -10,7 +10,7 @@ from tritonclient.utils import InferenceServerException
 from conveyor.protocol.grpc import converters
 from conveyor.protocol.grpc._generated import grpc_service_pb2 as pb
 from conveyor.testing import RunningServer
-from tests.server.large.conftest import MiB
+from tests.server.large.large_models import MiB
 
 
 @pytest.fixture

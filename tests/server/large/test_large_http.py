@@ -15,7 +15,7 @@ import tritonclient.http as httpclient
 
 from conveyor.protocol import infer
 from conveyor.testing import RunningServer
-from tests.server.large.conftest import MiB
+from tests.server.large.large_models import MiB
 
 
 def _request(inputs: dict[str, np.ndarray], path: str = "/v2/models/identity/infer") -> bytes:

@@ -308,7 +308,7 @@ def test_unregister_releases_the_mapping_and_descriptor(
 
 def test_cuda_shared_memory_registration_is_refused_clearly(client: Any, protocol: str) -> None:
     # Status and unregister answer as Triton built without GPUs (no regions; nothing to
-    # unregister): tests/compat/triton_examples.
+    # unregister): tests/triton/compat/triton_examples.
     message = error_of(lambda: client.register_cuda_shared_memory("r", b"aGFuZGxl", 0, 64))
     assert "CUDA shared memory is not supported on this server (no GPU)" in message
 

@@ -13,9 +13,8 @@ import pytest
 
 from conveyor.client import BaseClient, Client
 from conveyor.testing import RunningServer, run_server
+from tests.engine.decoupled.models import CHARGEN, build
 from tests.server.workers.workers_util import wait_front_ends
-from tests.streaming.models import build
-from tests.streaming.test_http_generate import CHARGEN
 
 pytestmark = pytest.mark.workers
 
