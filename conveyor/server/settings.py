@@ -14,12 +14,15 @@ import dataclasses
 import enum
 import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from conveyor import options
 from conveyor.engine.engine import ModelControl
+from conveyor.errors import RepositoryError
 from conveyor.protocol.limits import DEFAULT_MAX_MESSAGE_BYTES
 from conveyor.protocol.shared_memory import is_loopback
+from conveyor.repository.checks import check_root
 from conveyor.server.grpc.h2 import limits as h2_limits
 from conveyor.server.log_settings import LogFormat, LogSettings
 from conveyor.server.tracing.config import TraceConfig, parse_trace_config
@@ -362,6 +365,11 @@ class Settings:
                 f"model repository {self.repository!r} {problem} (the repository argument: a "
                 "directory of <model>/<version>/ folders; leave it out for the built-in examples)"
             )
+        if self.repository is not None:
+            try:  # a model or version folder given for the repository, before any port opens
+                check_root(Path(self.repository))
+            except RepositoryError as exc:
+                raise ValueError(exc.message) from None
         for name in ("tls_cert", "tls_key"):
             path = getattr(self, name)
             if path is not None and not os.path.isfile(path):

@@ -68,3 +68,19 @@ def test_a_repository_that_is_not_there_is_refused_before_any_port_opens(tmp_pat
     assert out.returncode == 2
     assert f"{str(a_file)!r} is not a directory" in out.stderr
     assert "listening" not in out.stderr
+
+
+def test_a_model_folder_given_for_the_repository_is_refused_before_any_port_opens(
+    tmp_path,
+) -> None:
+    model = tmp_path / "models" / "tiny"
+    (model / "1").mkdir(parents=True)
+    (model / "config.toml").write_text('backend = "onnxruntime"\n')
+    (model / "1" / "model.onnx").write_bytes(b"")
+    out = serve(str(model), "--http-port", str(free_port()))
+    assert out.returncode == 2
+    assert out.stderr.splitlines() == [
+        f"conveyor serve: {str(model)!r} is a model folder (it holds config.toml and version "
+        f"folders 1/), not a model repository; give the folder above it: "
+        f"{str(model.parent)!r} (layout: <repository>/<model>/<version>/<model file>)"
+    ]
