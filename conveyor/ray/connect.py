@@ -13,7 +13,11 @@ without one the command stops at once saying what to set.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from conveyor.errors import ClusterRefused
@@ -59,7 +63,15 @@ def check_token(address: str) -> None:
             maybe_enable_token_auth_if_token_available,
         )
 
-        maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
+        # Ray would log that it turned token mode on, as a warning: it is this command's
+        # plan, not a problem, so it is not shown.
+        ray_auth_log = logging.getLogger("ray._private.authentication.authentication_token_setup")
+        level = ray_auth_log.level
+        ray_auth_log.setLevel(logging.ERROR)
+        try:
+            maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
+        finally:
+            ray_auth_log.setLevel(level)
         refusal = _probe(gcs)
         if refusal is None:
             return
@@ -92,9 +104,24 @@ def _probe(gcs: str) -> BaseException | None:
     from ray.exceptions import AuthenticationError
 
     try:
-        InnerGcsClient.standalone(gcs, None, PROBE_TIMEOUT_MS)
+        with _quiet_stderr():  # Ray's C++ client logs a refusal this function reports itself
+            InnerGcsClient.standalone(gcs, None, PROBE_TIMEOUT_MS)
     except AuthenticationError as refused:
         return refused
     except Exception:
         return None
     return None
+
+
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """File descriptor 2 points at /dev/null inside the block (C++ logs write there)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "wb") as null:
+            os.dup2(null.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
