@@ -15,7 +15,7 @@ import tritonclient.http as httpclient
 from conveyor.errors import RepositoryError
 from conveyor.repository.pbtxt import read_pbtxt
 from conveyor.testing import RunningServer, run_server
-from tests.openai.toy import write_repository
+from tests.server.openai.toy import write_repository
 
 PARAMETERS = """
 parameters { key: "openai.input" value: { string_value: "TEXT" } }
