@@ -48,7 +48,7 @@ from conveyor.protocol.binary import BytesLike, Chunk
 from conveyor.server.access_log import AccessLog
 from conveyor.server.auth import CHALLENGE
 from conveyor.server.http import body as bodies
-from conveyor.server.http import parser as requests
+from conveyor.server.http import parser as parsing
 from conveyor.server.http import responses
 from conveyor.server.http.errors import error_response
 from conveyor.server.http.parser import ParsedRequest, RequestParser
@@ -226,19 +226,19 @@ class HTTPProtocol(asyncio.BufferedProtocol):
 
     # -- the parser's events -----------------------------------------------------------
 
-    def _handle_events(self, events: list[requests.Event]) -> None:
+    def _handle_events(self, events: list[parsing.Event]) -> None:
         for kind, request in events:
-            if kind == requests.BEGIN:
+            if kind == parsing.BEGIN:
                 self.read_deadline = time.monotonic() + self._front_end.header_timeout
                 if self._access.enabled:  # the access log's one check per request
                     request.started = time.perf_counter()
                 if self._tracer.on:  # tracing's one check per request (HTTP_RECV_START)
                     request.recv_start = time.perf_counter_ns()
-            elif kind == requests.HEAD:
+            elif kind == parsing.HEAD:
                 self.read_deadline = time.monotonic() + self._front_end.body_timeout
                 if request.expect_continue and self._transport is not None:
                     self._transport.write(responses.CONTINUE)  # the body is acceptable
-            elif kind == requests.COMPLETE:
+            elif kind == parsing.COMPLETE:
                 self.read_deadline = None
                 self._queue.append(request)
                 if not self._busy:
