@@ -15,6 +15,7 @@ from typing import Protocol
 import numpy as np
 
 from conveyor.futures import InferFuture
+from conveyor.protocol.request import SequenceInfo
 from conveyor.repository.config import ModelConfig
 
 
@@ -36,19 +37,6 @@ class ModelCaller(Protocol):
         timeout: float | None = None,
         request_id: str | None = None,
     ) -> InferFuture: ...
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class SequenceInfo:
-    """Which sequence a request of a stateful model belongs to, and where in it it falls.
-
-    A native Python model whose ``infer`` takes a ``sequence`` argument gets one of these
-    (None for a request outside any sequence); ``id`` is an int or a str, as the client sent.
-    """
-
-    id: int | str
-    start: bool = False
-    end: bool = False
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -20,12 +20,12 @@ import logging
 import threading
 import time
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol, cast
 
 import numpy as np
 
-from conveyor.backends.base import LoadedModel, RequestData, Responses, SequenceInfo
+from conveyor.backends.base import LoadedModel, RequestData, Responses
 from conveyor.engine.request import Request
 from conveyor.errors import Cancelled, ConveyorError, ModelError, UnaryToDecoupled
 from conveyor.futures import (
@@ -35,7 +35,7 @@ from conveyor.futures import (
     response_parameters,
     with_parameters,
 )
-from conveyor.repository.ensemble import ENSEMBLE
+from conveyor.protocol.request import InferenceRequest
 from conveyor.streams import ResponseStream
 
 log = logging.getLogger("conveyor.engine")
@@ -61,15 +61,9 @@ class ModelVersion(Protocol):
 
     def submit(
         self,
-        inputs: Mapping[str, np.ndarray],
+        request: InferenceRequest,
         *,
-        outputs: Sequence[str] | None,
-        priority: int,
-        timeout: float | None,
-        request_id: str | None,
         future: InferFuture | None = None,
-        sequence: SequenceInfo | None = None,
-        parameters: Mapping[str, object] | None = None,
         timeline: RequestTimeline | None = None,
     ) -> InferFuture: ...
 
@@ -89,14 +83,7 @@ class Served(Protocol):
     config: ModelConfig
 
     def submit(
-        self,
-        inputs: Mapping[str, np.ndarray],
-        *,
-        outputs: Sequence[str] | None,
-        priority: int,
-        timeout: float | None,
-        request_id: str | None,
-        timeline: RequestTimeline | None = None,
+        self, request: InferenceRequest, *, timeline: RequestTimeline | None = None
     ) -> InferFuture: ...
 
 
@@ -116,61 +103,25 @@ def refuse_unary(model: str) -> UnaryToDecoupled:
 
 def start_stream(
     version: ModelVersion | Served,
-    inputs: Mapping[str, np.ndarray],
+    request: InferenceRequest,
     *,
-    outputs: Sequence[str] | None,
-    priority: int,
-    timeout: float | None,
-    request_id: str | None,
     buffer: int,
-    sequence: SequenceInfo | None = None,
-    parameters: Mapping[str, object] | None = None,
     timeline: RequestTimeline | None = None,
 ) -> ResponseStream:
-    """Queue one request of ``version``; return the stream its responses will arrive on.
-    ``sequence``: the request's sequence (never an ensemble's: the engine refuses that).
+    """Queue ``request`` on ``version``; return the stream its responses will arrive on.
+    Its sequence is never an ensemble's (the engine refuses that).
 
     ``timeline``: stamped as ``submit`` stamps it, plus each response of a decoupled model."""
     stream = ResponseStream(buffer)
+    future: InferFuture
     if version.config.decoupled:
         # Only a model version is ever decoupled (an ensemble's config never is).
-        decoupled = cast(ModelVersion, version)
-        future: InferFuture = StreamFuture()
-        future.stream = stream  # type: ignore[attr-defined]
-        decoupled.submit(
-            inputs,
-            outputs=outputs,
-            priority=priority,
-            timeout=timeout,
-            request_id=request_id,
-            future=future,
-            sequence=sequence,
-            parameters=parameters,
-            timeline=timeline,
-        )
+        future = StreamFuture()
+        future.stream = stream
+        cast(ModelVersion, version).submit(request, future=future, timeline=timeline)
         future.add_done_callback(lambda done: stream.finish(_error_of(done)))
-    elif (parameters or sequence is not None) and version.config.backend != ENSEMBLE:
-        # An ensemble takes neither parameters nor a sequence.
-        future = cast(ModelVersion, version).submit(
-            inputs,
-            outputs=outputs,
-            priority=priority,
-            timeout=timeout,
-            request_id=request_id,
-            sequence=sequence,
-            parameters=parameters,
-            timeline=timeline,
-        )
-        future.add_done_callback(lambda done: _answer_once(stream, done))
     else:
-        future = version.submit(
-            inputs,
-            outputs=outputs,
-            priority=priority,
-            timeout=timeout,
-            request_id=request_id,
-            timeline=timeline,
-        )
+        future = version.submit(request, timeline=timeline)
         future.add_done_callback(lambda done: _answer_once(stream, done))
     stream.request_id = future.request_id
     stream.model_name = future.model_name

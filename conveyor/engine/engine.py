@@ -35,6 +35,7 @@ from conveyor.errors import (
     Unsupported,
 )
 from conveyor.futures import InferFuture, Outputs, RequestTimeline
+from conveyor.protocol.request import InferenceRequest
 from conveyor.repository.checks import model_warnings, repository_warnings
 from conveyor.repository.config import ModelConfig
 from conveyor.repository.ensemble import ENSEMBLE
@@ -195,81 +196,68 @@ class Engine:
         timeout: float | None = None,
         request_id: str | None = None,
         sequence: SequenceInfo | None = None,
-        timeline: RequestTimeline | None = None,
         parameters: Mapping[str, object] | None = None,
-        destinations: Destinations | None = None,
     ) -> InferFuture:
         """Queue one request and return its future at once; the compute runs elsewhere.
 
+        The arguments are :class:`~conveyor.protocol.request.InferenceRequest`'s:
         ``sequence``: the sequence the request belongs to, for a model with
-        sequence_batching (see docs/sequences.md). ``timeline``: stamped with the request's
-        queue and compute times (tracing; an ensemble's steps each get one of their
-        own). ``parameters``: the request's own parameters, handed to the model (a Triton model's
-        ``request.parameters()``). ``destinations``: output name -> a writable uint8 array
-        where the caller wants that output (a shared-memory region); a backend that can may
-        compute the output right there when the request runs alone (its result is then a
-        view of the destination). Other outputs come back as usual.
+        sequence_batching (see docs/sequences.md); ``parameters``: the request's own
+        parameters, handed to the model (a Triton model's ``request.parameters()``).
 
         Raises ModelNotFound, ModelNotReady, InvalidInput, QueueFull or ShuttingDown.
         """
+        return self.submit_request(
+            InferenceRequest(
+                model, inputs, version, outputs, request_id, priority, timeout, sequence, parameters
+            )
+        )
+
+    def submit_request(
+        self,
+        request: InferenceRequest,
+        *,
+        timeline: RequestTimeline | None = None,
+        destinations: Destinations | None = None,
+    ) -> InferFuture:
+        """:meth:`submit` for a request already built (what the front ends decode).
+
+        ``timeline``: stamped with the request's queue and compute times (tracing; an
+        ensemble's steps each get one of their own). ``destinations``: output name -> a
+        writable uint8 array where the caller wants that output (a shared-memory region); a
+        backend that can may compute the output right there when the request runs alone
+        (its result is then a view of the destination). Other outputs come back as usual.
+        """
         if self._closing:
             raise ShuttingDown("the engine is shutting down; it takes no new requests")
-        served = self._version(model, version)
+        served = self._version(request.model, request.version)
         try:
-            return self._submit_to(served, model, inputs, outputs, priority, timeout,
-                                   request_id, sequence, timeline, parameters,
-                                   destinations)  # fmt: skip
+            return self._submit_to(served, request, timeline, destinations)
         except ShuttingDown:
             # A reload swapped this version out between the lookup and the queueing (its
             # queue closed); the model is still served: queue on what serves it now.
             if self._closing:
                 raise
-            current = self._version(model, version)
+            current = self._version(request.model, request.version)
             if current is served:
                 raise
-            return self._submit_to(current, model, inputs, outputs, priority, timeout,
-                                   request_id, sequence, timeline, parameters,
-                                   destinations)  # fmt: skip
+            return self._submit_to(current, request, timeline, destinations)
 
     @staticmethod
     def _submit_to(
         served: ServedVersion,
-        model: str,
-        inputs: Mapping[str, np.ndarray],
-        outputs: Sequence[str] | None,
-        priority: int,
-        timeout: float | None,
-        request_id: str | None,
-        sequence: SequenceInfo | None,
+        request: InferenceRequest,
         timeline: RequestTimeline | None,
-        parameters: Mapping[str, object] | None,
         destinations: Destinations | None,
     ) -> InferFuture:
         if isinstance(served, EnsembleVersion):
-            if sequence is not None:
+            if request.sequence is not None:
                 raise InvalidInput(
-                    f"ensemble {model!r} takes no sequence_id: sequences go to the stateful "
-                    "model itself"
+                    f"ensemble {request.model!r} takes no sequence_id: sequences go to the "
+                    "stateful model itself"
                 )
-            return served.submit(
-                inputs,
-                outputs=outputs,
-                priority=priority,
-                timeout=timeout,
-                request_id=request_id,
-                timeline=timeline,
-            )
-        return served.submit(
-            inputs,
-            outputs=outputs,
-            priority=priority,
-            timeout=timeout,
-            request_id=request_id,
-            sequence=sequence,
-            timeline=timeline,
-            parameters=parameters,
-            destinations=destinations,
-        )
+            return served.submit(request, timeline=timeline)
+        return served.submit(request, timeline=timeline, destinations=destinations)
 
     def stream(
         self,
@@ -284,43 +272,45 @@ class Engine:
         buffer: int = DEFAULT_BUFFER,
         sequence: SequenceInfo | None = None,
         parameters: Mapping[str, object] | None = None,
-        timeline: RequestTimeline | None = None,
     ) -> ResponseStream:
         """Queue one request and return at once the stream of its responses.
 
         A decoupled model's responses arrive as it produces them (at most ``buffer`` wait
         for the reader; past that the model waits); any other model's one answer is the
-        stream's only response. Queueing, priority and ``timeout`` are ``submit``'s;
-        closing the stream cancels the request (see :mod:`conveyor.streams`).
-        ``timeline``: as ``submit``'s, plus when each response of a decoupled model came.
-        ``sequence``: as ``submit``'s (a decoupled model with sequence_batching too).
+        stream's only response. The other arguments are ``submit``'s; closing the stream
+        cancels the request (see :mod:`conveyor.streams`).
         """
+        return self.stream_request(
+            InferenceRequest(
+                model, inputs, version, outputs, request_id, priority, timeout, sequence, parameters
+            ),
+            buffer=buffer,
+        )
+
+    def stream_request(
+        self,
+        request: InferenceRequest,
+        *,
+        buffer: int = DEFAULT_BUFFER,
+        timeline: RequestTimeline | None = None,
+    ) -> ResponseStream:
+        """:meth:`stream` for a request already built. ``timeline``: as
+        :meth:`submit_request`'s, plus when each response of a decoupled model came."""
         if self._closing:
             raise ShuttingDown("the engine is shutting down; it takes no new requests")
-        served = self._version(model, version)
-        if sequence is not None and isinstance(served, EnsembleVersion):
+        served = self._version(request.model, request.version)
+        if request.sequence is not None and isinstance(served, EnsembleVersion):
             raise InvalidInput(
-                f"ensemble {model!r} takes no sequence_id: sequences go to the stateful "
-                "model itself"
+                f"ensemble {request.model!r} takes no sequence_id: sequences go to the "
+                "stateful model itself"
             )
         while True:
             try:
-                return start_stream(
-                    served,
-                    inputs,
-                    outputs=outputs,
-                    priority=priority,
-                    timeout=timeout,
-                    request_id=request_id,
-                    buffer=buffer,
-                    sequence=sequence,
-                    parameters=parameters,
-                    timeline=timeline,
-                )
+                return start_stream(served, request, buffer=buffer, timeline=timeline)
             except ShuttingDown:
                 # As in submit: a reload swapped the version out before the request was
                 # queued; queue it on the version serving now.
-                current = None if self._closing else self._version(model, version)
+                current = None if self._closing else self._version(request.model, request.version)
                 if current is None or current is served:
                     raise
                 served = current

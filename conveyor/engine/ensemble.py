@@ -35,6 +35,7 @@ from conveyor.errors import (
 from conveyor.futures import InferFuture, Outputs, RequestTimeline, StepTimeline
 from conveyor.protocol import triton_words as triton
 from conveyor.protocol.datatypes import BYTES, numpy_dtype
+from conveyor.protocol.request import InferenceRequest
 from conveyor.repository.config import ModelConfig, TensorSpec
 from conveyor.repository.ensemble import ENSEMBLE, MAX_NESTING, check_graph, too_deep
 
@@ -45,17 +46,8 @@ _launching = threading.local()
 class StepModels(Protocol):
     """What an ensemble needs from the engine: its step models, and a way to run them."""
 
-    def submit(
-        self,
-        model: str,
-        inputs: Mapping[str, np.ndarray],
-        *,
-        version: int | str | None = None,
-        outputs: Sequence[str] | None = None,
-        priority: int = 0,
-        timeout: float | None = None,
-        request_id: str | None = None,
-        timeline: RequestTimeline | None = None,
+    def submit_request(
+        self, request: InferenceRequest, *, timeline: RequestTimeline | None = None
     ) -> InferFuture: ...
 
     def model(self, name: str, version: int | str | None = None) -> Any: ...
@@ -210,27 +202,22 @@ class EnsembleVersion:
     # -- submitting -------------------------------------------------------------------------
 
     def submit(
-        self,
-        inputs: Mapping[str, np.ndarray],
-        *,
-        outputs: Sequence[str] | None,
-        priority: int,
-        timeout: float | None,
-        request_id: str | None,
-        timeline: RequestTimeline | None = None,
+        self, request: InferenceRequest, *, timeline: RequestTimeline | None = None
     ) -> InferFuture:
         """``timeline``: a traced request's; each step it runs adds a timeline of its own
-        (:class:`StepTimeline`) to ``timeline.steps``."""
-        arrays = self._check_inputs(inputs)
-        wanted = self._check_outputs_requested(outputs)
+        (:class:`StepTimeline`) to ``timeline.steps``. The steps run without the request's
+        parameters or sequence (the engine refuses a sequence)."""
+        timeout = request.timeout
+        arrays = self._check_inputs(request.inputs)
+        wanted = self._check_outputs_requested(request.outputs)
         if timeout is not None and timeout < 0:
             raise InvalidInput(f"timeout must be >= 0 seconds, got {timeout}")
         future = InferFuture()
-        future.request_id = request_id
+        future.request_id = request.id
         future.model_name = self.name
         future.model_version = self.version_label
         self.queue.enter(self.name)
-        run = _Run(self, future, arrays, wanted, priority, timeout, request_id, timeline)
+        run = _Run(self, future, arrays, wanted, request.priority, timeout, request.id, timeline)
         run.start()
         return future
 
@@ -381,16 +368,16 @@ class _Run:
                 step_timeline = StepTimeline(step.model, time.perf_counter_ns())
                 self.step_timelines[index] = step_timeline
                 self.timeline.steps.append(step_timeline)
-            step_future = self.ensemble._models.submit(
+            step_request = InferenceRequest(
                 step.model,
                 inputs,
-                version=step.version,
-                outputs=tuple(step.output_map),
-                priority=self.priority,
-                timeout=timeout,
-                request_id=self.request_id,
-                timeline=step_timeline,
+                step.version,
+                tuple(step.output_map),
+                self.request_id,
+                self.priority,
+                timeout,
             )
+            step_future = self.ensemble._models.submit_request(step_request, timeline=step_timeline)
             if step_timeline is not None:
                 step_timeline.version = step_future.model_version or ""
         except ConveyorError as exc:

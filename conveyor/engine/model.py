@@ -7,7 +7,7 @@ import logging
 import threading
 import time
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from concurrent.futures import InvalidStateError
 from pathlib import Path
 
@@ -42,6 +42,7 @@ from conveyor.errors import (
 )
 from conveyor.futures import InferFuture, RequestTimeline, response_parameters, with_parameters
 from conveyor.protocol.datatypes import BYTES, numpy_dtype
+from conveyor.protocol.request import InferenceRequest
 from conveyor.repository.config import InstanceKind, ModelConfig, TensorSpec
 
 log = logging.getLogger("conveyor.engine")
@@ -195,31 +196,29 @@ class ModelVersion:
 
     def submit(
         self,
-        inputs: Mapping[str, np.ndarray],
+        request: InferenceRequest,
         *,
-        outputs: Sequence[str] | None,
-        priority: int,
-        timeout: float | None,
-        request_id: str | None,
         future: InferFuture | None = None,
-        sequence: SequenceInfo | None = None,
         timeline: RequestTimeline | None = None,
-        parameters: Mapping[str, object] | None = None,
         destinations: Destinations | None = None,
     ) -> InferFuture:
-        """``future``: the one to answer (a stream's, see engine/decoupled.py); None: a new one.
-        ``sequence``: the request's sequence; required by a sequence-batched model.
-        ``parameters``: the client's own request parameters, for the model to read.
+        """Queue ``request`` (its model and version already resolved to this one).
+
+        ``future``: the one to answer (a stream's, see engine/decoupled.py); None: a new one.
         ``destinations``: where the caller has room for outputs (see LoadedModel.run_into)."""
         if self._decoupled and future is None:
             raise refuse_unary(self.name)
         if self._instances.all_stuck:
             raise ModelNotReady(self.unready_reason())
-        arrays, batch_size = self._input_check.check(inputs)
+        arrays, batch_size = self._input_check.check(request.inputs)
+        sequence = request.sequence
         if self._sequenced:
             arrays.update(self._sequence_controls(sequence, batch_size))
+        outputs = request.outputs
         wanted = self._all_outputs if outputs is None else self._check_outputs_requested(outputs)
         now = self._clock()
+        timeout = request.timeout
+        priority = request.priority
         if timeout is not None:
             if timeout < 0:
                 raise InvalidInput(f"timeout must be >= 0 seconds, got {timeout}")
@@ -231,7 +230,7 @@ class ModelVersion:
             priority = self._queue_priority(priority)
         if future is None:
             future = InferFuture()
-        future.request_id = request_id
+        future.request_id = request.id
         future.model_name = self.name
         future.model_version = self.version_label
         if timeline is not None:
@@ -257,7 +256,7 @@ class ModelVersion:
                 batch_size,
                 batch_key,
                 sequence,
-                parameters,
+                request.parameters,
                 destinations or None,
             )
         )
@@ -568,9 +567,7 @@ class ModelVersion:
             inputs = sample_inputs(self.name, sample, self.config.batching)
             for _ in range(sample.count):
                 try:
-                    self.submit(
-                        inputs, outputs=None, priority=0, timeout=None, request_id=None
-                    ).result()
+                    self.submit(InferenceRequest(self.name, inputs)).result()
                 except ConveyorError as exc:
                     raise RepositoryError(
                         f"model {self.name!r}: model_warmup {sample.name!r} failed: {exc.message}"

@@ -3,8 +3,8 @@
 Both directions live here so the server and the client read and write one format with
 one set of rules:
 
-- server: :func:`decode_request` (body -> :class:`InferRequest` in engine terms) and
-  :func:`encode_response` (engine outputs -> body);
+- server: :func:`decode_request` (body -> :class:`DecodedInfer`: the request and how to
+  answer it) and :func:`encode_response` (engine outputs -> body);
 - client: :func:`encode_request` and :func:`decode_response`.
 
 Which outputs travel in binary follows Triton: an output's own ``binary_data`` parameter
@@ -26,42 +26,46 @@ from conveyor.protocol import shared_memory as shm
 from conveyor.protocol import triton_words as triton
 from conveyor.protocol.datatypes import DATATYPES, datatype_of, is_datatype
 from conveyor.protocol.parameters import (
-    RequestOptions,
     check_tensor_parameters,
     classification_count,
     flag,
     request_options,
 )
+from conveyor.protocol.request import InferenceRequest, from_options
 
 
 @dataclasses.dataclass(slots=True)
-class InferRequest:
-    """A decoded request: what to pass to ``Engine.submit`` and how to answer."""
+class DecodedInfer:
+    """A decoded body: the request for the engine, and how to answer it."""
 
-    id: str | None
-    inputs: dict[str, np.ndarray]
-    outputs: list[str] | None  # None: every output of the model
-    binary_outputs: dict[str, bool] | None  # per requested output; None: use options
-    options: RequestOptions
+    request: InferenceRequest
+    binary_outputs: dict[str, bool] | None = None  # per requested output; None: the default
+    binary_data_output: bool = False  # the request's default for its outputs
     # Requested outputs to answer as their top-k classes (the classification extension).
     classifications: dict[str, int] | None = None
     # Inputs and requested outputs that live in registered shared-memory regions.
     shared_memory: shm.SharedMemoryUse = dataclasses.field(default_factory=shm.SharedMemoryUse)
+
+    @property
+    def id(self) -> str | None:
+        return self.request.id
 
     def wants_binary(self, name: str) -> bool:
         if self.binary_outputs is not None:
             chosen = self.binary_outputs.get(name)
             if chosen is not None:
                 return chosen
-        return self.options.binary_data_output
+        return self.binary_data_output
 
 
 def decode_request(
-    body: binary.BytesLike, header_length: int | None, model: str | None = None
-) -> InferRequest:
-    """Parse a request body (``header_length`` from the transport; None: all JSON).
-
-    ``model``: the model the request is for, named in the errors Triton words with it."""
+    body: binary.BytesLike,
+    header_length: int | None,
+    model: str | None = None,
+    version: str | None = None,
+) -> DecodedInfer:
+    """Parse a request body (``header_length`` from the transport; None: all JSON) for
+    ``model`` (named in the errors Triton words with it) and ``version`` (from the path)."""
     header_bytes, tail = binary.split(body, header_length)
     header = json_codec.loads(header_bytes)
     if not isinstance(header, dict):
@@ -73,8 +77,12 @@ def decode_request(
     in_regions = shm.SharedMemoryUse()
     inputs = _decode_tensors(header.get("inputs"), tail, "inputs", "input", in_regions, model)
     outputs, binary_outputs, classifications = _requested_outputs(header.get("outputs"), in_regions)
-    return InferRequest(
-        request_id, inputs, outputs, binary_outputs, options, classifications or None, in_regions
+    return DecodedInfer(
+        from_options(model or "", version, inputs, outputs, request_id, options),
+        binary_outputs,
+        options.binary_data_output,
+        classifications or None,
+        in_regions,
     )
 
 
@@ -173,7 +181,7 @@ def _requested_outputs(
 
 
 def encode_response(
-    model_name: str, model_version: str, request: InferRequest, results: Mapping[str, np.ndarray]
+    model_name: str, model_version: str, request: DecodedInfer, results: Mapping[str, np.ndarray]
 ) -> tuple[bytes, int | None]:
     """The response body and, when it has a binary tail, the JSON header's length."""
     header, buffers = encode_response_parts(model_name, model_version, request, results)
@@ -183,7 +191,7 @@ def encode_response(
 
 
 def encode_response_parts(
-    model_name: str, model_version: str, request: InferRequest, results: Mapping[str, np.ndarray]
+    model_name: str, model_version: str, request: DecodedInfer, results: Mapping[str, np.ndarray]
 ) -> tuple[bytes, list[binary.Chunk]]:
     """The response's JSON header and its binary tail's buffers, not joined.
 

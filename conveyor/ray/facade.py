@@ -2,8 +2,9 @@
 deployment through a Ray Serve handle; metadata from the replicas' descriptions, read once.
 
 The data plane (``conveyor/server/dataplane.py``) needs only what this class has:
-readiness, model lookups, the repository index, statistics, ``submit`` (a future at once)
-and ``stream``. ``submit`` runs on the ingress's event loop: it starts a task that awaits
+readiness, model lookups, the repository index, statistics, ``submit_request`` (a future
+at once) and ``stream_request``: :class:`~conveyor.engine.interface.ServingEngine`.
+``submit_request`` runs on the ingress's event loop: it starts a task that awaits
 the handle's response and completes the future, so the loop never waits on a replica.
 
 A request whose replica died before it answered (its process killed, its node lost) is
@@ -17,13 +18,12 @@ which holds every sequence's state, and a sequence whose replica died is lost, a
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-import numpy as np
-
-from conveyor.backends.base import Destinations, SequenceInfo
+from conveyor.backends.base import Destinations
 from conveyor.engine import ModelInfo, ModelState, ModelStatistics, RepositoryEntry
 from conveyor.engine.engine import UNKNOWN_MODEL
 from conveyor.engine.stats import StatsRecorder
@@ -35,7 +35,9 @@ from conveyor.errors import (
     Unsupported,
 )
 from conveyor.futures import InferFuture, RequestTimeline
-from conveyor.ray.messages import Answer, Request, ServedModel
+from conveyor.protocol.request import InferenceRequest
+from conveyor.ray.messages import Answer, ServedModel
+from conveyor.streams import ResponseStream
 
 RESENDS = 2
 NO_STREAMING = (
@@ -159,42 +161,26 @@ class RemoteEngine:
 
     # -- inference -----------------------------------------------------------------------------
 
-    def submit(
+    def submit_request(
         self,
-        model: str,
-        inputs: Mapping[str, np.ndarray],
+        request: InferenceRequest,
         *,
-        version: int | str | None = None,
-        outputs: Sequence[str] | None = None,
-        priority: int = 0,
-        timeout: float | None = None,
-        request_id: str | None = None,
-        sequence: SequenceInfo | None = None,
         timeline: RequestTimeline | None = None,
-        parameters: Mapping[str, object] | None = None,
         destinations: Destinations | None = None,
     ) -> InferFuture:
-        """Forward one request to the model's deployment; return its future at once.
+        """Forward ``request`` to its model's deployment; return its future at once.
 
         ``timeline`` is not stamped (the queue and compute happen in the replica) and
-        ``destinations`` are not used (no shared memory through Ray); ``parameters`` reach
-        the model."""
-        served = self._served(model, version)
+        ``destinations`` are not used (no shared memory through Ray); the request's
+        parameters reach the model."""
+        served = self._served(request.model, request.version)
         if served.config.decoupled:
             raise Unsupported(NO_STREAMING)
-        request = Request(
-            # Views over the HTTP body become owned arrays when Ray pickles them.
-            dict(inputs),
-            str(served.version),
-            list(outputs) if outputs is not None else None,
-            priority,
-            timeout,
-            request_id,
-            sequence,
-            dict(parameters) if parameters else None,
-        )
+        # The replica serves the version chosen here; views over the HTTP body become
+        # owned arrays when Ray pickles them.
+        request = dataclasses.replace(request, version=str(served.version))
         future = InferFuture()
-        future.request_id = request_id
+        future.request_id = request.id
         future.model_name = served.name
         future.model_version = str(served.version)
         task = asyncio.get_running_loop().create_task(
@@ -205,7 +191,11 @@ class RemoteEngine:
         return future
 
     async def _forward(
-        self, handle: ModelHandle, request: Request, future: InferFuture, served: ServedModel
+        self,
+        handle: ModelHandle,
+        request: InferenceRequest,
+        future: InferFuture,
+        served: ServedModel,
     ) -> None:
         key = (served.name, served.version)
         self._pending[key] += 1
@@ -226,7 +216,9 @@ class RemoteEngine:
         self._stats[key].record_execution([0], [elapsed], 1, 0, elapsed, 0)
         future.set_result(answer.outputs)
 
-    async def _call(self, handle: ModelHandle, request: Request, future: InferFuture) -> Answer:
+    async def _call(
+        self, handle: ModelHandle, request: InferenceRequest, future: InferFuture
+    ) -> Answer:
         for resend in range(RESENDS + 1):
             response = handle.infer.remote(request)
             future.add_done_callback(_cancel_with(response))
@@ -238,8 +230,10 @@ class RemoteEngine:
                     raise
         raise AssertionError("unreachable")
 
-    def stream(self, model: str, inputs: Mapping[str, np.ndarray], **options: Any) -> Any:
-        self._served(model, options.get("version"))
+    def stream_request(
+        self, request: InferenceRequest, *, timeline: RequestTimeline | None = None
+    ) -> ResponseStream:
+        self._served(request.model, request.version)
         raise Unsupported(NO_STREAMING)
 
 

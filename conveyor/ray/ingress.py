@@ -35,7 +35,6 @@ class V2Ingress:
         described = await asyncio.gather(*(self.handles[n].describe.remote() for n in names))
         served: dict[str, list[ServedModel]] = dict(zip(names, described, strict=True))
         engine = RemoteEngine(self.handles, served, REPLICA_DEATH)
-        # The data plane is typed for the in-process Engine; RemoteEngine has every method
-        # it calls (tests/ray drive each route through it).
-        plane = DataPlane(engine, version=self.version)  # type: ignore[arg-type]
+        # RemoteEngine is a ServingEngine, as the in-process Engine is.
+        plane = DataPlane(engine, version=self.version)
         return ASGIApp(V2Routes(plane), max_body_bytes=self.max_body_bytes)

@@ -1,6 +1,7 @@
 """What the ingress and the model replicas send each other through Ray (pickled).
 
-Typed, so neither side reads a positional tuple; a Conveyor error travels as a value in
+A request travels as :class:`~conveyor.protocol.request.InferenceRequest`; the rest is
+typed here, so neither side reads a positional tuple; a Conveyor error travels as a value in
 :class:`Answer` (errors pickle with their kind and message), so the ingress raises the same
 error ``conveyor serve`` would and the HTTP status is the same.
 """
@@ -8,30 +9,11 @@ error ``conveyor serve`` would and the HTTP status is the same.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from conveyor.backends.base import SequenceInfo
 from conveyor.errors import ConveyorError
 from conveyor.repository.config import ModelConfig
-
-
-@dataclasses.dataclass(frozen=True)
-class Request:
-    """One inference for a model replica; the fields are ``Engine.submit``'s."""
-
-    inputs: Mapping[str, np.ndarray]
-    version: str | None = None
-    outputs: Sequence[str] | None = None
-    priority: int = 0
-    timeout: float | None = None
-    request_id: str | None = None
-    # A stateful model's sequence; such a model runs one replica, which holds every
-    # sequence's state (app.py refuses more).
-    sequence: SequenceInfo | None = None
-    # The client's own request parameters, for the model (a Triton model's parameters()).
-    parameters: Mapping[str, object] | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """One model's Ray Serve replica: a Conveyor engine with the model (and, for an
-ensemble, its steps) loaded, answering :class:`~conveyor.ray.messages.Request`.
+ensemble, its steps) loaded, answering :class:`~conveyor.protocol.request.InferenceRequest`.
 
 A plain class: ``app.py`` makes it a deployment. Each replica is its own Ray actor
 process, so its engine's instances, queue, batching and statistics are its own; Ray Serve
@@ -13,7 +13,8 @@ from pathlib import Path
 
 from conveyor.engine import Engine, ModelControl
 from conveyor.errors import ConveyorError
-from conveyor.ray.messages import Answer, Request, ServedModel
+from conveyor.protocol.request import InferenceRequest
+from conveyor.ray.messages import Answer, ServedModel
 
 
 class ModelReplica:
@@ -29,19 +30,9 @@ class ModelReplica:
             reasons = "; ".join(f"{e.name}: {e.reason}" for e in failed)
             raise ConveyorError(f"model {model!r} failed to load: {reasons}")
 
-    async def infer(self, request: Request) -> Answer:
+    async def infer(self, request: InferenceRequest) -> Answer:
         try:
-            future = self.engine.submit(
-                self.model,
-                request.inputs,
-                version=request.version,
-                outputs=request.outputs,
-                priority=request.priority,
-                timeout=request.timeout,
-                request_id=request.request_id,
-                sequence=request.sequence,
-                parameters=request.parameters,
-            )
+            future = self.engine.submit_request(request)
             outputs = await future  # the event loop stays free; instance threads compute
         except ConveyorError as exc:
             return Answer(None, None, exc)

@@ -18,17 +18,19 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import dataclasses
 import logging
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from conveyor.backends.base import Destinations, SequenceInfo
+from conveyor.backends.base import Destinations
 from conveyor.engine import statistics_json
 from conveyor.errors import DeadlineExceeded, InvalidInput, ModelNotReady, Unavailable, Unsupported
 from conveyor.futures import InferFuture, Outputs
 from conveyor.protocol import metadata
 from conveyor.protocol.model_load import parse_load_parameters
+from conveyor.protocol.request import InferenceRequest, from_options
 from conveyor.repository import triton_json
 from conveyor.server import shared_memory as shm
 from conveyor.server.access_log import AccessLog
@@ -40,11 +42,8 @@ from conveyor.server.tracing.trace import RequestTrace
 from conveyor.server.tracing.tracer import Tracer
 
 if TYPE_CHECKING:
-    import numpy as np
-
-    from conveyor.engine import Engine
     from conveyor.engine.engine import ModelInfo
-    from conveyor.protocol.parameters import RequestOptions
+    from conveyor.engine.interface import ServingEngine
     from conveyor.protocol.shared_memory import SharedMemoryUse
     from conveyor.repository.openai_spec import OpenAIEmbeddings
     from conveyor.server.log_output import LogControl
@@ -73,7 +72,7 @@ class DataPlane(TraceExtension):
 
     def __init__(
         self,
-        engine: Engine | None = None,
+        engine: ServingEngine | None = None,
         *,
         version: str,
         strict_readiness: bool = True,
@@ -92,7 +91,7 @@ class DataPlane(TraceExtension):
         configured)."""
         # The server starts with none and sets it once the models are loaded; an app that
         # embeds the routes passes its engine here.
-        self.engine: Engine | None = engine
+        self.engine: ServingEngine | None = engine
         self.draining = False  # set by the server on SIGTERM
         self.strict_readiness = strict_readiness
         self.histograms = histograms
@@ -109,7 +108,7 @@ class DataPlane(TraceExtension):
         extensions = (*extensions, TRACE)
         self._server_metadata = metadata.server_metadata(version, extensions)
 
-    def _engine(self) -> Engine:
+    def _engine(self) -> ServingEngine:
         engine = self.engine
         if engine is None:
             raise Unavailable(STARTING)
@@ -301,13 +300,8 @@ class DataPlane(TraceExtension):
 
     def infer(
         self,
-        model: str,
-        version: str | None,
-        inputs: Mapping[str, np.ndarray],
+        request: InferenceRequest,
         *,
-        outputs: list[str] | None,
-        options: RequestOptions,
-        request_id: str | None,
         classifications: Mapping[str, int] | None = None,
         wait_limit: float | None = None,
         shared_memory: SharedMemoryUse | None = None,
@@ -327,30 +321,21 @@ class DataPlane(TraceExtension):
         """
         if trace is not None and not trace.decoded:
             trace.decoded = time.perf_counter_ns()  # REQUEST_START: decoded, now submitted
-        submit: dict[str, Any] = {
-            "outputs": outputs,
-            "options": options,
-            "request_id": request_id,
-            "classifications": classifications,
-            "wait_limit": wait_limit,
-            "trace": trace,
-        }
+        if wait_limit is not None:
+            # Past the caller's deadline nobody reads the answer: do not run it then.
+            if wait_limit <= 0:
+                raise DeadlineExceeded("the request's deadline passed before it was queued")
+            if request.timeout is None or wait_limit < request.timeout:
+                request = dataclasses.replace(request, timeout=wait_limit)
         if shared_memory:
-            return self._infer_in_regions(shared_memory, model, version, inputs, **submit)
-        return self._submit(model, version, inputs, **submit)
+            return self._infer_in_regions(shared_memory, request, classifications, trace)
+        return self._submit(request, classifications, trace)
 
     def _submit(
         self,
-        model: str,
-        version: str | None,
-        inputs: Mapping[str, np.ndarray],
-        *,
-        outputs: list[str] | None,
-        options: RequestOptions,
-        request_id: str | None,
+        request: InferenceRequest,
         classifications: Mapping[str, int] | None,
-        wait_limit: float | None,
-        trace: RequestTrace | None = None,
+        trace: RequestTrace | None,
         destinations: Destinations | None = None,
     ) -> InferFuture:
         """:meth:`infer` with every tensor in hand; ``destinations``: room in regions where
@@ -358,26 +343,13 @@ class DataPlane(TraceExtension):
         engine = self.engine
         if engine is None:
             raise Unavailable(STARTING)
-        timeout = options.timeout
-        if wait_limit is not None:
-            # Past the caller's deadline nobody reads the answer: do not run it then.
-            if wait_limit <= 0:
-                raise DeadlineExceeded("the request's deadline passed before it was queued")
-            timeout = wait_limit if timeout is None else min(timeout, wait_limit)
         plan = None
         if classifications:
-            plan = ClassificationPlan(engine.model(model, version).config, classifications)
-        future = engine.submit(
-            model,
-            inputs,
-            version=version,
-            outputs=outputs,
-            priority=options.priority,
-            timeout=timeout,
-            request_id=request_id,
-            sequence=_sequence(options),
+            config = engine.model(request.model, request.version).config
+            plan = ClassificationPlan(config, classifications)
+        future = engine.submit_request(
+            request,
             timeline=None if trace is None else trace.timeline,
-            parameters=options.custom or None,
             destinations=destinations,
         )
         return future if plan is None else classified(future, plan)
@@ -389,73 +361,34 @@ class DataPlane(TraceExtension):
         return self._model(model, version).config.decoupled
 
     def stream(
-        self,
-        model: str,
-        version: str | None,
-        inputs: Mapping[str, np.ndarray],
-        *,
-        outputs: list[str] | None,
-        options: RequestOptions,
-        request_id: str | None,
+        self, request: InferenceRequest, *, trace: RequestTrace | None = None
     ) -> ResponseStream:
         """Submit one request; return at once the stream its responses arrive on (one for
-        a model that is not decoupled). The front end closes it when its client goes away."""
-        return self._traced_stream(
-            None, model, version, inputs, outputs=outputs, options=options, request_id=request_id
-        )
+        a model that is not decoupled). The front end closes it when its client goes away.
 
-    def _traced_stream(
-        self,
-        trace: RequestTrace | None,
-        model: str,
-        version: str | None,
-        inputs: Mapping[str, np.ndarray],
-        *,
-        outputs: list[str] | None,
-        options: RequestOptions,
-        request_id: str | None,
-    ) -> ResponseStream:
-        """:meth:`stream`, for a traced request: the engine stamps its trace (each response
-        of a decoupled model too); the front end ends it with ``Tracer.end_stream``.
-
-        Private, as tracing is: front ends call it only for a sampled request, and an
-        engine in another process (``--workers``) is not traced."""
+        ``trace``: a sampled request's; the engine stamps it (each response of a decoupled
+        model too) and the front end ends it with ``Tracer.end_stream``. An engine in
+        another process (``--workers``) is not traced."""
         if trace is not None and not trace.decoded:
             trace.decoded = time.perf_counter_ns()  # REQUEST_START: decoded, now submitted
-        return self._engine().stream(
-            model,
-            inputs,
-            version=version,
-            outputs=outputs,
-            priority=options.priority,
-            timeout=options.timeout,
-            request_id=request_id,
-            sequence=_sequence(options),
-            parameters=options.custom or None,
-            timeline=None if trace is None else trace.timeline,
+        return self._engine().stream_request(
+            request, timeline=None if trace is None else trace.timeline
         )
 
     def generate(
-        self, model: str, version: str | None, request: Mapping[str, Any]
-    ) -> GenerateResponses:
-        """Triton's generate extension: a flat JSON request streamed to the model; its
-        responses as flat JSON objects (see ``generate.py``)."""
-        return self._traced_generate(None, model, version, request)
-
-    def _traced_generate(
         self,
-        trace: RequestTrace | None,
         model: str,
         version: str | None,
         request: Mapping[str, Any],
+        *,
+        trace: RequestTrace | None = None,
     ) -> GenerateResponses:
-        """:meth:`generate`, for a traced request (see :meth:`_traced_stream`): its trace
-        ends with the responses."""
+        """Triton's generate extension: a flat JSON request streamed to the model; its
+        responses as flat JSON objects (see ``generate.py``). ``trace``: as
+        :meth:`stream`'s; it ends with the responses."""
         config = self._model(model, version).config
         inputs, options = generate_inputs(config, request)
-        stream = self._traced_stream(
-            trace, model, version, inputs, outputs=None, options=options, request_id=None
-        )
+        stream = self.stream(from_options(model, version, inputs, None, None, options), trace=trace)
         if trace is None:
             return GenerateResponses(stream, model)
         return GenerateResponses(
@@ -465,10 +398,9 @@ class DataPlane(TraceExtension):
     def _infer_in_regions(
         self,
         use: SharedMemoryUse,
-        model: str,
-        version: str | None,
-        inputs: Mapping[str, np.ndarray],
-        **submit: Any,
+        request: InferenceRequest,
+        classifications: Mapping[str, int] | None,
+        trace: RequestTrace | None,
     ) -> InferFuture:
         """:meth:`infer` with tensors in shared memory: regions held from here until the
         outputs are written, inputs as read-only views of them (no copy).
@@ -481,17 +413,18 @@ class DataPlane(TraceExtension):
         names.update(located.region for located in use.outputs.values())
         lease = self._regions().lease(names, "infer")
         try:
-            resolved = dict(inputs)
+            resolved = dict(request.inputs)
             for name, tensor in use.inputs.items():
-                resolved[name] = shm.read_input(lease, name, tensor, model)
+                resolved[name] = shm.read_input(lease, name, tensor, request.model)
+            request = dataclasses.replace(request, inputs=resolved)
             # A classified output is written as its classes, never as the model made it.
-            classes = submit.get("classifications") or {}
+            classes = classifications or {}
             destinations = {
                 name: shm.output_destination(lease, name, located)
                 for name, located in use.outputs.items()
                 if name not in classes
             }
-            inner = self._submit(model, version, resolved, destinations=destinations, **submit)
+            inner = self._submit(request, classifications, trace, destinations)
         except BaseException:
             lease.release()
             raise
@@ -548,12 +481,6 @@ class DataPlane(TraceExtension):
             self.histograms.observe(
                 future.model_name, future.model_version or "", seconds, protocol
             )
-
-
-def _sequence(options: RequestOptions) -> SequenceInfo | None:
-    if options.sequence_id is None:
-        return None
-    return SequenceInfo(options.sequence_id, options.sequence_start, options.sequence_end)
 
 
 def _required_name(name: str) -> str:

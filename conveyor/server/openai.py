@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from conveyor.errors import ConveyorError, ErrorKind
 from conveyor.protocol import openai
-from conveyor.protocol.parameters import RequestOptions
+from conveyor.protocol.request import InferenceRequest
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -91,15 +91,8 @@ async def _embeddings(data: DataPlane, body: bytes) -> Reply:
     trace = None
     if data.tracer.on:  # the one check tracing costs while it is off
         trace = data.begin_trace(request.model, "http", None)
-    future = data.infer(
-        request.model,
-        None,
-        openai.input_tensors(request, spec),
-        outputs=outputs,
-        options=RequestOptions(),
-        request_id=None,
-        trace=trace,
-    )
+    inputs = openai.input_tensors(request, spec)
+    future = data.infer(InferenceRequest(request.model, inputs, outputs=outputs), trace=trace)
     try:
         results = await future
     except asyncio.CancelledError:

@@ -61,6 +61,7 @@ class Server:
         shared_memory_off = settings.shared_memory_off()
         # Applied to the ``conveyor`` loggers in serve(), not here (no side effects on build).
         self.log_control = LogControl(settings.log_settings(), AccessLog())
+        self.engine: Engine | None = None  # once loaded; closed on shutdown
         # The engine (once loaded), readiness and every answer, shared by every front end.
         self.data_plane = DataPlane(
             version=package_version(),
@@ -154,7 +155,7 @@ class Server:
             tls = (s.tls_cert, s.tls_key) if s.tls_cert and s.tls_key else None
             front_ends.append(
                 metrics_front_end(
-                    lambda: self.data_plane.engine,
+                    lambda: self.engine,
                     self.histograms,
                     s.host,
                     s.metrics_port,
@@ -176,6 +177,7 @@ class Server:
         loop = asyncio.get_running_loop()
         # Loading models blocks for seconds: on a worker thread, while /v2/health/live answers.
         engine = await loop.run_in_executor(None, self._engine_factory)
+        self.engine = engine
         self.data_plane.engine = engine
         if engine.model_control is ModelControl.POLL:
             self._poller = RepositoryPoller(engine, self.settings.poll_interval)
@@ -221,7 +223,7 @@ class Server:
         serving = [f for f in self.front_ends if f.name != "metrics"]
         # Metrics keep answering until the end, so a scrape can watch the drain.
         await asyncio.gather(*(f.stop(timeout) for f in serving), return_exceptions=True)
-        engine = self.data_plane.engine
+        engine = self.engine
         loop = asyncio.get_running_loop()
         if self._poller is not None:
             # No load may start (or be half-installed) while the engine closes.

@@ -8,6 +8,7 @@ from tritonclient.http import InferResult
 from conveyor.errors import InvalidInput, Unsupported
 from conveyor.protocol import infer
 from conveyor.protocol.datatypes import DATATYPES, numpy_dtype
+from conveyor.protocol.request import InferenceRequest
 
 
 def sample(datatype: str, shape: tuple[int, ...] = (2, 3)) -> np.ndarray:
@@ -48,18 +49,18 @@ def test_request_round_trip(datatype: str, binary_data: bool) -> None:
     assert (header_length is not None) == binary_data
     request = infer.decode_request(body, header_length)
     assert request.id == "r1"
-    assert request.outputs == ["Y"]
+    assert request.request.outputs == ["Y"]
     assert request.wants_binary("Y") is binary_data
-    assert request.options.priority == -1
-    assert_same(request.inputs["A"], value)
-    assert_same(request.inputs["B"], extra)
+    assert request.request.priority == -1
+    assert_same(request.request.inputs["A"], value)
+    assert_same(request.request.inputs["B"], extra)
 
 
 @pytest.mark.parametrize("datatype", DATATYPES)
 @pytest.mark.parametrize("binary_data", [True, False])
 def test_response_readable_by_tritonclient(datatype: str, binary_data: bool) -> None:
     value = sample(datatype) if binary_data else utf8_sample(datatype)
-    request = infer.InferRequest("7", {}, None, None, infer.RequestOptions(0, None, binary_data))
+    request = infer.DecodedInfer(InferenceRequest("m", {}, id="7"), None, binary_data)
     body, header_length = infer.encode_response("m", "1", request, {"OUT": value})
     result = InferResult.from_response_body(body, header_length=header_length)
     assert result.get_response()["id"] == "7"
@@ -97,21 +98,21 @@ def test_nested_json_data() -> None:
         b' {"name": "s", "datatype": "BYTES", "shape": [1, 2], "data": [["a", ""]]}]}'
     )
     request = infer.decode_request(body, None)
-    assert request.inputs["x"].tolist() == [[1, 2], [3, 4]]
-    assert request.inputs["s"].tolist() == [[b"a", b""]]
+    assert request.request.inputs["x"].tolist() == [[1, 2], [3, 4]]
+    assert request.request.inputs["s"].tolist() == [[b"a", b""]]
 
 
 def test_binary_inputs_are_views_of_the_body() -> None:
     value = np.arange(16, dtype=np.float32)
     body, header_length = infer.encode_request({"x": value})
     request = infer.decode_request(body, header_length)
-    assert request.inputs["x"].base is not None
-    assert not request.inputs["x"].flags.writeable
+    assert request.request.inputs["x"].base is not None
+    assert not request.request.inputs["x"].flags.writeable
 
 
 def test_json_bf16_and_fp16_output_values() -> None:
     value = np.array([1.5, -2.25], dtype=ml_dtypes.bfloat16)
-    request = infer.InferRequest(None, {}, None, None, infer.RequestOptions())
+    request = infer.DecodedInfer(InferenceRequest("m", {}))
     body, _ = infer.encode_response("m", "1", request, {"o": value})
     assert b'"data":[1.5,-2.25]' in body
 
@@ -232,7 +233,7 @@ def test_unsupported_extensions_are_refused(parameters: dict) -> None:
 
 
 def test_non_utf8_bytes_output_in_json_says_use_binary() -> None:
-    request = infer.InferRequest(None, {}, None, None, infer.RequestOptions())
+    request = infer.DecodedInfer(InferenceRequest("m", {}))
     with pytest.raises(InvalidInput, match="binary_data: true"):
         infer.encode_response("m", "1", request, {"o": np.array([b"\xff"], dtype=object)})
 
@@ -240,10 +241,10 @@ def test_non_utf8_bytes_output_in_json_says_use_binary() -> None:
 def test_json_64_bit_integers_are_exact() -> None:
     big = [2**64 - 1, 1, 2**63 + 5]
     request = infer.decode_request(request_body(tensor("UINT64", [3], data=big)), None)
-    assert request.inputs["x"].tolist() == big
+    assert request.request.inputs["x"].tolist() == big
     small = [-(2**63), 2**63 - 1]
     request = infer.decode_request(request_body(tensor("INT64", [2], data=small)), None)
-    assert request.inputs["x"].tolist() == small
+    assert request.request.inputs["x"].tolist() == small
     with pytest.raises(InvalidInput, match="out of range for INT64"):
         infer.decode_request(request_body(tensor("INT64", [2], data=[2**63, -1])), None)
     with pytest.raises(InvalidInput, match="must be integers"):
@@ -257,7 +258,7 @@ def test_shared_memory_tensors_are_located_not_decoded() -> None:
         outputs=[{"name": "y", "parameters": {**where, "shared_memory_offset": 0}}],
     )
     decoded = infer.decode_request(body, None)
-    assert decoded.inputs == {}
+    assert decoded.request.inputs == {}
     placed = decoded.shared_memory.inputs["x"]
     assert (placed.location.region, placed.location.byte_size, placed.location.offset) == (
         "r",

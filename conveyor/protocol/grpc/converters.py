@@ -37,11 +37,11 @@ from conveyor.protocol.grpc import wire
 from conveyor.protocol.grpc._generated import grpc_service_pb2 as pb
 from conveyor.protocol.parameters import (
     DEFAULT_OPTIONS,
-    RequestOptions,
     check_tensor_parameters,
     classification_count,
     request_options,
 )
+from conveyor.protocol.request import InferenceRequest, from_options
 
 # The one typed field that carries each datatype (FP16 and BF16 have none: raw only).
 TYPED_FIELD = {
@@ -86,18 +86,27 @@ STREAM_RESPONSE_FIELD = pb.ModelStreamInferResponse.DESCRIPTOR.fields_by_name[
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class InferCall:
-    """One ModelInferRequest as the engine's ``submit`` arguments."""
+    """One ModelInferRequest: the request for the engine, and how to answer it."""
 
-    model: str
-    version: str | None
-    inputs: dict[str, np.ndarray]
-    outputs: list[str] | None
-    options: RequestOptions
-    request_id: str
+    request: InferenceRequest
     # Requested outputs to answer as their top-k classes (the classification extension).
     classifications: dict[str, int] | None = None
     # Inputs and requested outputs that live in registered shared-memory regions.
     shared_memory: shm.SharedMemoryUse = dataclasses.field(default_factory=shm.SharedMemoryUse)
+
+    # What the answer echoes, in the wire's terms.
+    @property
+    def model(self) -> str:
+        return self.request.model
+
+    @property
+    def version(self) -> str | None:
+        version = self.request.version
+        return None if version is None else str(version)
+
+    @property
+    def request_id(self) -> str:
+        return self.request.id or ""
 
 
 def infer_call(
@@ -139,16 +148,15 @@ def infer_call(
                 if located is not None:
                     in_regions.outputs[output.name] = located
             outputs.append(output.name)
-    return InferCall(
-        model=request.model_name,
-        version=request.model_version or None,
-        inputs=decode_inputs(request, raw, in_regions),
-        outputs=outputs,
-        options=options,
-        request_id=request.id,
-        classifications=classifications or None,
-        shared_memory=in_regions,
+    engine_request = from_options(
+        request.model_name,
+        request.model_version or None,
+        decode_inputs(request, raw, in_regions),
+        outputs,
+        request.id or None,
+        options,
     )
+    return InferCall(engine_request, classifications or None, in_regions)
 
 
 def decode_inputs(

@@ -8,7 +8,6 @@ to a status. Every method runs on the server's asyncio loop and never blocks it.
 from __future__ import annotations
 
 import asyncio
-import functools
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -165,12 +164,7 @@ class InferenceServicer:
         self, call: converters.InferCall, context: Context, trace: RequestTrace | None = None
     ) -> InferFuture:
         return self.data.infer(
-            call.model,
-            call.version,
-            call.inputs,
-            outputs=call.outputs,
-            options=call.options,
-            request_id=call.request_id or None,
+            call.request,
             classifications=call.classifications,
             wait_limit=context.time_remaining(),  # the client's deadline bounds the request
             shared_memory=call.shared_memory,
@@ -295,16 +289,8 @@ class InferenceServicer:
         model, request_id = call.model, call.request_id
         ok = False
         data = self.data
-        start = data.stream if trace is None else functools.partial(data._traced_stream, trace)
         try:
-            stream = start(
-                model,
-                call.version,
-                call.inputs,
-                outputs=call.outputs,
-                options=call.options,
-                request_id=request_id or None,
-            )
+            stream = data.stream(call.request, trace=trace)
         except Exception as exc:
             if trace is not None:
                 data.tracer.end_stream(trace, None, request_id, ok=False)

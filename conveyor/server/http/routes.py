@@ -218,10 +218,7 @@ class V2Routes:
             trace = data.begin_trace(model, "http", None)
         try:
             request = _json_object(body, "generate request")
-            if trace is None:
-                responses = data.generate(model, version, request)
-            else:
-                responses = data._traced_generate(trace, model, version, request)
+            responses = data.generate(model, version, request, trace=trace)
         except Exception:
             if trace is not None:
                 data.tracer.end_stream(trace, None, None, ok=False)
@@ -369,14 +366,9 @@ class V2Routes:
             if trace is not None:
                 trace.recv_start = recv_start
         json_length = binary.parse_header_length(header_length, len(body))
-        request = infer.decode_request(body, json_length, model)
+        request = infer.decode_request(body, json_length, model, version)
         future = self.data.infer(
-            model,
-            version,
-            request.inputs,
-            outputs=request.outputs,
-            options=request.options,
-            request_id=request.id,
+            request.request,
             classifications=request.classifications,
             shared_memory=request.shared_memory,
             trace=trace,
@@ -395,7 +387,7 @@ class PendingInfer:
         self,
         future: InferFuture,
         model: str,
-        request: infer.InferRequest,
+        request: infer.DecodedInfer,
         started: float,
         routes: V2Routes,
     ) -> None:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from conveyor.errors import ModelNotFound, Unavailable
 
 if TYPE_CHECKING:
-    from conveyor.engine import Engine
+    from conveyor.engine.interface import ServingEngine
     from conveyor.futures import InferFuture
     from conveyor.server.tracing.settings import SettingValue
     from conveyor.server.tracing.trace import RequestTrace
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 class TraceExtension:
     """Triton's trace extension, mixed into :class:`DataPlane` (see ``tracing/``)."""
 
-    engine: Engine | None
+    engine: ServingEngine | None
     tracer: Tracer
 
     def trace_settings(self, model: str | None) -> dict[str, str | list[str]]:

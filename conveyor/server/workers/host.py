@@ -180,19 +180,9 @@ class FrontEndLink:
 
     def _on_frame(self, kind: int, meta: Buffer, buffers: list[Buffer]) -> None:
         if kind == infer_frames.INFER_CALL:
-            call_id, model, version, outputs, options, request_id, wait_limit, inputs = (
-                infer_frames.read_call(meta, buffers)
-            )
+            call_id, request, wait_limit = infer_frames.read_call(meta, buffers)
             try:
-                future = self._data.infer(
-                    model,
-                    version,
-                    inputs,
-                    outputs=outputs,
-                    options=options,
-                    request_id=request_id,
-                    wait_limit=wait_limit,
-                )
+                future = self._data.infer(request, wait_limit=wait_limit)
             except Exception as exc:
                 self._send(Reply(call_id, error=portable(exc)))
                 return

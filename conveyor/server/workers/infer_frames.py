@@ -23,17 +23,15 @@ from typing import Any, cast
 import numpy as np
 
 from conveyor.ipc.frames import IN_BAND_BYTES, Buffer, frame
-from conveyor.protocol.parameters import DEFAULT_OPTIONS, RequestOptions
+from conveyor.protocol.request import InferenceRequest, SequenceInfo
 
 INFER_CALL = 1
 INFER_REPLY = 2
 
 _PLAIN_KINDS = frozenset("biufc")  # bool, signed, unsigned, float, complex
-_OPTION_FIELDS = tuple(RequestOptions.__dataclass_fields__)
 
-# (call id, model, version, requested outputs, options, request id, wait limit, inputs)
-InferCall = tuple[int, str, str | None, list[str] | None, RequestOptions, str | None,
-                  float | None, dict[str, np.ndarray]]  # fmt: skip
+# (call id, the request, the caller's wait limit)
+InferCall = tuple[int, InferenceRequest, float | None]
 # (call id, request id, model, version, outputs)
 InferReply = tuple[int, str | None, str | None, str | None, dict[str, np.ndarray]]
 
@@ -66,32 +64,45 @@ def _arrays(tensors: tuple[Any, ...], buffers: list[Buffer]) -> dict[str, np.nda
 
 
 def call_frame(
-    call_id: int,
-    model: str,
-    version: str | None,
-    inputs: Mapping[str, np.ndarray],
-    outputs: list[str] | None,
-    options: RequestOptions,
-    request_id: str | None,
-    wait_limit: float | None,
+    call_id: int, request: InferenceRequest, wait_limit: float | None
 ) -> list[bytes | memoryview] | None:
     """The frame of an infer call, or None if it must travel pickled."""
     raws: list[memoryview] = []
-    tensors = _tensors(inputs, raws)
+    tensors = _tensors(request.inputs, raws)
     if tensors is None:
         return None
-    fields = None
-    if options is not DEFAULT_OPTIONS:
-        fields = tuple(getattr(options, name) for name in _OPTION_FIELDS)
-    meta = (call_id, model, version, outputs, fields, request_id, wait_limit, tensors)
+    sequence = request.sequence
+    meta = (
+        call_id,
+        wait_limit,
+        tensors,
+        request.model,
+        request.version,
+        None if request.outputs is None else tuple(request.outputs),
+        request.id,
+        request.priority,
+        request.timeout,
+        None if sequence is None else (sequence.id, sequence.start, sequence.end),
+        None if request.parameters is None else dict(request.parameters),
+    )
     return frame(INFER_CALL, pickle.dumps(meta, protocol=5), raws)
 
 
 def read_call(meta: Buffer, buffers: list[Buffer]) -> InferCall:
-    call_id, model, version, outputs, fields, request_id, wait_limit, tensors = pickle.loads(meta)
-    options = DEFAULT_OPTIONS if fields is None else RequestOptions(*fields)
-    inputs = _arrays(tensors, buffers)
-    return call_id, model, version, outputs, options, request_id, wait_limit, inputs
+    call_id, wait_limit, tensors, model, version, outputs, *rest = pickle.loads(meta)
+    request_id, priority, timeout, sequence, parameters = rest
+    request = InferenceRequest(
+        model,
+        _arrays(tensors, buffers),
+        version,
+        outputs,
+        request_id,
+        priority,
+        timeout,
+        None if sequence is None else SequenceInfo(*sequence),
+        parameters,
+    )
+    return call_id, request, wait_limit
 
 
 def reply_frame(

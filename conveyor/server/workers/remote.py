@@ -40,9 +40,7 @@ from conveyor.server.workers.messages import Call, Cancel, Observe, Reply, Strea
 from conveyor.streams import ResponseStream
 
 if TYPE_CHECKING:
-    import numpy as np
-
-    from conveyor.protocol.parameters import RequestOptions
+    from conveyor.protocol.request import InferenceRequest
     from conveyor.protocol.shared_memory import SharedMemoryUse
     from conveyor.repository.openai_spec import OpenAIEmbeddings
     from conveyor.server.tracing.trace import RequestTrace
@@ -277,13 +275,8 @@ class RemoteDataPlane(DataPlane):
 
     def infer(
         self,
-        model: str,
-        version: str | None,
-        inputs: Mapping[str, np.ndarray],
+        request: InferenceRequest,
         *,
-        outputs: list[str] | None,
-        options: RequestOptions,
-        request_id: str | None,
         classifications: Mapping[str, int] | None = None,
         wait_limit: float | None = None,
         shared_memory: SharedMemoryUse | None = None,
@@ -292,20 +285,17 @@ class RemoteDataPlane(DataPlane):
         call_id = next(self._ids)
         parts = None
         if not classifications and not shared_memory:
-            parts = infer_frames.call_frame(
-                call_id, model, version, inputs, outputs, options, request_id, wait_limit
-            )
+            parts = infer_frames.call_frame(call_id, request, wait_limit)
         if parts is None:  # no lean frame for these tensors or arguments: pickle the call
+            # Views over the HTTP body become owned arrays when pickled.
             kwargs = {
-                "outputs": outputs,
-                "options": options,
-                "request_id": request_id,
                 "classifications": classifications,
                 "wait_limit": wait_limit,
                 "shared_memory": shared_memory,
             }
-            call = Call(call_id, "infer", (model, version, dict(inputs)), kwargs)
+            call = Call(call_id, "infer", (request,), kwargs)
             parts = frame_parts(call)
+        request_id, model = request.id, request.model
         future = InferFuture()
         future.request_id = request_id
         future.model_name = model
@@ -332,20 +322,17 @@ class RemoteDataPlane(DataPlane):
         return value
 
     def stream(
+        self, request: InferenceRequest, *, trace: RequestTrace | None = None
+    ) -> ResponseStream:
+        return self._start_stream("stream", (request,), {})
+
+    def generate(
         self,
         model: str,
         version: str | None,
-        inputs: Mapping[str, np.ndarray],
+        request: Mapping[str, Any],
         *,
-        outputs: list[str] | None,
-        options: RequestOptions,
-        request_id: str | None,
-    ) -> ResponseStream:
-        kwargs = {"outputs": outputs, "options": options, "request_id": request_id}
-        return self._start_stream("stream", (model, version, dict(inputs)), kwargs)
-
-    def generate(
-        self, model: str, version: str | None, request: Mapping[str, Any]
+        trace: RequestTrace | None = None,
     ) -> GenerateResponses:
         # Built in the engine process (it has the model's config); its JSON objects come
         # back as the stream's items.

@@ -71,8 +71,8 @@ def test_priority_and_timeout_in_engine_units(
     request = request_with(np.zeros(1, np.float32))
     setattr(request.parameters[parameter], value[0], value[1])
     call = converters.infer_call(request)
-    assert call.options.priority == priority
-    assert call.options.timeout == timeout
+    assert call.request.priority == priority
+    assert call.request.timeout == timeout
 
 
 def test_requested_output_parameters_are_checked() -> None:

@@ -3,12 +3,14 @@ infer frames carry every plain tensor exactly (anything else says it must be pic
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 from conveyor.ipc import frames as wire
 from conveyor.protocol.datatypes import DATATYPES
-from conveyor.protocol.parameters import DEFAULT_OPTIONS, RequestOptions
+from conveyor.protocol.request import InferenceRequest, SequenceInfo
 from conveyor.server.workers import infer_frames
 from conveyor.server.workers.messages import Cancel
 from tests.tensors import sample
@@ -55,37 +57,39 @@ def test_a_corrupt_length_is_refused_before_anything_is_allocated() -> None:
 @pytest.mark.parametrize("datatype", DATATYPES)
 def test_a_call_keeps_every_plain_tensor_and_refuses_the_rest(datatype: str) -> None:
     array = sample(datatype)
-    options = RequestOptions(priority=2, timeout=1.5, custom={"k": "v"})
-    parts = infer_frames.call_frame(5, "m", "2", {"x": array}, ["y"], options, "id", 0.5)
+    sent = InferenceRequest(
+        "m",
+        {"x": array},
+        version="2",
+        outputs=("y",),
+        id="id",
+        priority=2,
+        timeout=1.5,
+        sequence=SequenceInfo("s", start=True),
+        parameters={"k": "v"},
+    )
+    parts = infer_frames.call_frame(5, sent, 0.5)
     if array.dtype.kind not in "biufc":  # BYTES (objects), BF16 (an extension dtype)
         assert parts is None
         return
     assert parts is not None
     [(kind, meta, buffers)] = wire.FrameReader().feed(stream_of(parts))
     assert kind == infer_frames.INFER_CALL
-    call_id, model, version, outputs, got_options, request_id, wait_limit, inputs = (
-        infer_frames.read_call(meta, buffers)
-    )
-    assert (call_id, model, version, outputs, request_id, wait_limit) == (
-        5,
-        "m",
-        "2",
-        ["y"],
-        "id",
-        0.5,
-    )
-    assert got_options == options and got_options.custom == {"k": "v"}
-    got = inputs["x"]
-    assert got.dtype == array.dtype and got.shape == array.shape
-    assert got.tobytes() == array.tobytes()
+    call_id, got, wait_limit = infer_frames.read_call(meta, buffers)
+    assert (call_id, wait_limit) == (5, 0.5)
+    assert dataclasses.replace(got, inputs={}) == dataclasses.replace(sent, inputs={})
+    received = got.inputs["x"]
+    assert received.dtype == array.dtype and received.shape == array.shape
+    assert received.tobytes() == array.tobytes()
 
 
-def test_default_options_stay_the_shared_default_and_strided_tensors_are_refused() -> None:
-    parts = infer_frames.call_frame(
-        1, "m", None, {"x": np.ones(3)}, None, DEFAULT_OPTIONS, None, None
-    )
+def test_a_default_request_round_trips_and_strided_tensors_are_refused() -> None:
+    sent = InferenceRequest("m", {"x": np.ones(3)})
+    parts = infer_frames.call_frame(1, sent, None)
     assert parts is not None
     [(_, meta, buffers)] = wire.FrameReader().feed(stream_of(parts))
-    assert infer_frames.read_call(meta, buffers)[4] is DEFAULT_OPTIONS
+    _, got, wait_limit = infer_frames.read_call(meta, buffers)
+    assert wait_limit is None
+    assert dataclasses.replace(got, inputs={}) == dataclasses.replace(sent, inputs={})
     strided = np.arange(12).reshape(3, 4)[:, ::2]
     assert infer_frames.reply_frame(1, (None, None, None), {"y": strided}) is None

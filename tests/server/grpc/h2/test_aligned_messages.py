@@ -33,7 +33,7 @@ def test_the_last_tensor_is_a_view_of_the_received_message(id_length: int, datat
     received = end_aligned_buffer(len(data))
     received[:] = data
     message, raw = wire.split_raw(received, pb.ModelInferRequest, wire.RAW_INPUT_FIELD)
-    array = converters.infer_call(message, raw).inputs["INPUT0"]
+    array = converters.infer_call(message, raw).request.inputs["INPUT0"]
     np.testing.assert_array_equal(array, values)
     assert not array.flags.owndata  # a view of the message: not copied to align it
     assert np.shares_memory(array, np.frombuffer(received, np.uint8))

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from conveyor import Engine
+from conveyor.protocol.request import InferenceRequest
 from tests.models import RepoBuilder
 from tests.server.shm.iobinding.iobinding_models import FILL_VALUE, iobinding_repository
 
@@ -42,7 +43,7 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
 
 
 def run(engine: Engine, model: str, inputs: dict[str, np.ndarray], room: np.ndarray) -> np.ndarray:
-    future = engine.submit(model, inputs, destinations={"OUTPUT0": room})
+    future = engine.submit_request(InferenceRequest(model, inputs), destinations={"OUTPUT0": room})
     return future.result(timeout=30)["OUTPUT0"]
 
 
@@ -97,7 +98,9 @@ def test_batched_requests_and_other_backends_ignore_destinations(engine: Engine)
     rows = [np.full((1, 8), float(i), np.float32) for i in range(4)]
     for _ in range(2):  # the second round would be bound if it ran alone
         futures = [
-            engine.submit("scale", {"INPUT0": row}, destinations={"OUTPUT0": room})
+            engine.submit_request(
+                InferenceRequest("scale", {"INPUT0": row}), destinations={"OUTPUT0": room}
+            )
             for row, room in zip(rows, rooms, strict=True)
         ]
         for row, room, future in zip(rows, rooms, futures, strict=True):
@@ -124,8 +127,9 @@ def test_one_output_bound_and_another_not(engine: Engine) -> None:
     for wanted in (["OUTPUT0", "OUTPUT1"], ["OUTPUT1", "OUTPUT0"], ["OUTPUT1"]):
         room = np.zeros(64, np.uint8)
         for _ in range(2):
-            future = engine.submit(
-                "pair", {"INPUT0": data}, outputs=wanted, destinations={"OUTPUT1": room}
+            future = engine.submit_request(
+                InferenceRequest("pair", {"INPUT0": data}, outputs=wanted),
+                destinations={"OUTPUT1": room},
             )
             results = future.result(timeout=30)
         assert list(results) == wanted
@@ -136,16 +140,18 @@ def test_one_output_bound_and_another_not(engine: Engine) -> None:
             np.testing.assert_array_equal(results["OUTPUT0"], data * 2)
     rooms = [np.zeros(64, np.uint8), np.zeros(64, np.uint8)]
     for _ in range(2):
-        future = engine.submit(
-            "pair", {"INPUT0": data}, destinations={"OUTPUT0": rooms[0], "OUTPUT1": rooms[1]}
+        future = engine.submit_request(
+            InferenceRequest("pair", {"INPUT0": data}),
+            destinations={"OUTPUT0": rooms[0], "OUTPUT1": rooms[1]},
         )
         results = future.result(timeout=30)
     np.testing.assert_array_equal(rooms[0].view(np.float32), data * 2)
     np.testing.assert_array_equal(rooms[1].view(np.float32), data)
     shared = np.zeros(64, np.uint8)  # both outputs pointed at the same room: one is bound
     for _ in range(2):
-        future = engine.submit(
-            "pair", {"INPUT0": data}, destinations={"OUTPUT0": shared, "OUTPUT1": shared}
+        future = engine.submit_request(
+            InferenceRequest("pair", {"INPUT0": data}),
+            destinations={"OUTPUT0": shared, "OUTPUT1": shared},
         )
         results = future.result(timeout=30)
     np.testing.assert_array_equal(results["OUTPUT0"], data * 2)
