@@ -35,6 +35,7 @@ from conveyor.errors import (
     Unsupported,
 )
 from conveyor.futures import InferFuture, as_completed, as_completed_async
+from conveyor.protocol.request import InferenceRequest, SequenceInfo
 from conveyor.repository.config import InstanceKind, ModelConfig, TensorSpec
 
 __all__ = [
@@ -46,6 +47,7 @@ __all__ = [
     "Engine",
     "ErrorKind",
     "InferFuture",
+    "InferenceRequest",
     "InstanceKind",
     "InvalidInput",
     "ModelConfig",
@@ -61,6 +63,7 @@ __all__ = [
     "QueueFull",
     "RepositoryEntry",
     "RepositoryError",
+    "SequenceInfo",
     "ShuttingDown",
     "TensorSpec",
     "Unauthenticated",

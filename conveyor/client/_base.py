@@ -20,6 +20,7 @@ import abc
 import asyncio
 import concurrent.futures
 import contextlib
+import dataclasses
 import threading
 from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
 from typing import Any, TypeVar
@@ -36,7 +37,7 @@ from conveyor.client.shared_memory import (
 )
 from conveyor.errors import Cancelled, ConveyorError, InvalidInput, Unsupported
 from conveyor.futures import InferFuture, Outputs
-from conveyor.protocol.parameters import wire_priority, wire_timeout
+from conveyor.protocol.request import InferenceRequest, wire_parameters
 from conveyor.protocol.shared_memory import InputInRegion, is_output_too_large
 from conveyor.streams import DEFAULT_BUFFER, ResponseStream
 
@@ -62,6 +63,12 @@ async def _pump(responses: AsyncIterator[Outputs], stream: ResponseStream) -> No
     finally:
         stream.finish(error)
         await responses.aclose()  # type: ignore[attr-defined]  # an async generator
+
+
+def _check_wire(request: InferenceRequest) -> None:
+    """Refuse, in the caller's thread, what V2 cannot express (a positive priority, a
+    timeout that is not positive)."""
+    wire_parameters(request)
 
 
 class BaseClient(abc.ABC):
@@ -115,19 +122,12 @@ class BaseClient(abc.ABC):
         can be expressed). ``timeout``: seconds the server may keep the request before
         giving up on it (DeadlineExceeded). ``future.cancel()`` abandons the request.
         """
-        wire = (wire_priority(priority), wire_timeout(timeout))
+        request = InferenceRequest(model, inputs, version, outputs, request_id, priority, timeout)
+        _check_wire(request)
         self._ensure_open()
         future = InferFuture()
         future.request_id = request_id
-        call = self._send(
-            model,
-            inputs,
-            version=None if version is None else str(version),
-            outputs=None if outputs is None else list(outputs),
-            priority=wire[0],
-            timeout_us=wire[1],
-            request_id=request_id,
-        )
+        call = self._send(request)
         self._loop.call_soon_threadsafe(self._start, future, call)
         return future
 
@@ -151,34 +151,17 @@ class BaseClient(abc.ABC):
         ModelStreamInfer; HTTP on the generate extension's ``generate_stream`` (its JSON
         carries inputs as flat lists: multi-dimensional inputs lose their shape there).
         """
-        wire = (wire_priority(priority), wire_timeout(timeout))
+        request = InferenceRequest(model, inputs, version, outputs, request_id, priority, timeout)
+        _check_wire(request)
         self._ensure_open()
         stream = ResponseStream(buffer)
         stream.request_id, stream.model_name = request_id, model
-        responses = self._responses(
-            model,
-            inputs,
-            version=None if version is None else str(version),
-            outputs=None if outputs is None else list(outputs),
-            priority=wire[0],
-            timeout_us=wire[1],
-            request_id=request_id,
-        )
+        responses = self._responses(request)
         pumping = asyncio.run_coroutine_threadsafe(_pump(responses, stream), self._loop)
         stream.on_close(pumping.cancel)  # ends the call: the server stops the model
         return stream
 
-    async def _responses(
-        self,
-        model: str,
-        inputs: Mapping[str, np.ndarray],
-        *,
-        version: str | None,
-        outputs: list[str] | None,
-        priority: int,
-        timeout_us: int | None,
-        request_id: str | None,
-    ) -> AsyncIterator[Outputs]:
+    async def _responses(self, request: InferenceRequest) -> AsyncIterator[Outputs]:
         """Each response of one request, as the server sends it."""
         raise Unsupported(f"{type(self).__name__} cannot stream responses")
         yield {}  # an async generator, for the type checker
@@ -187,27 +170,20 @@ class BaseClient(abc.ABC):
         """``submit`` and await the result from any event loop; no thread waits meanwhile."""
         return await self.submit(model, inputs, **kwargs)
 
-    async def _send(
-        self,
-        model: str,
-        inputs: Mapping[str, np.ndarray],
-        *,
-        outputs: list[str] | None,
-        version: str | None,
-        **wire: Any,
-    ) -> Outputs:
+    async def _send(self, request: InferenceRequest) -> Outputs:
         """``_infer``, with large tensors in one of the client's shared-memory regions:
         large inputs always, large outputs once their size is known (see
         :mod:`conveyor.client.shared_memory`)."""
 
         def on_the_wire() -> Coroutine[Any, Any, Outputs]:
-            return self._infer(model, inputs, outputs=outputs, version=version, **wire)
+            return self._infer(request)
 
         pool = self.shared_memory
         if pool is None:
             return await on_the_wire()
+        inputs, outputs = request.inputs, request.outputs
         large = pool.large_inputs(inputs)
-        key = shape_key(model, version, outputs, inputs)
+        key = shape_key(request.model, request.version, outputs, inputs)
         known = pool.known_outputs(key)
         if not large and known is None:
             results = await on_the_wire()
@@ -234,13 +210,9 @@ class BaseClient(abc.ABC):
             asked = outputs if outputs is not None or known is None else list(known.names)
             try:
                 results = await self._infer(
-                    model,
-                    rest,
-                    outputs=asked,
-                    version=version,
+                    dataclasses.replace(request, inputs=rest, outputs=asked),
                     in_regions=placed,
                     out_regions=slots,
-                    **wire,
                 )
             except Unsupported:
                 self.shared_memory = None  # turned off on the server since
@@ -394,23 +366,17 @@ class BaseClient(abc.ABC):
     @abc.abstractmethod
     async def _infer(
         self,
-        model: str,
-        inputs: Mapping[str, np.ndarray],
+        request: InferenceRequest,
         *,
-        version: str | None,
-        outputs: list[str] | None,
-        priority: int,
-        timeout_us: int | None,
-        request_id: str | None,
         in_regions: Mapping[str, InputInRegion] | None = None,
         out_regions: Mapping[str, OutputSlot] | None = None,
     ) -> Outputs:
-        """One inference; ``priority``/``timeout_us`` are already in wire units (0/None: unset).
+        """One inference (its priority and timeout are sent in wire units).
 
         ``in_regions``: more inputs, already in registered shared-memory regions.
-        ``out_regions``: outputs (named in ``outputs``) for the server to write into a region;
-        each is read back from its slot into the result. Raise :mod:`conveyor.errors`
-        classes for failures the server reports.
+        ``out_regions``: outputs (named in ``request.outputs``) for the server to write into
+        a region; each is read back from its slot into the result. Raise
+        :mod:`conveyor.errors` classes for failures the server reports.
         """
 
     @abc.abstractmethod

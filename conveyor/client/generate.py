@@ -7,7 +7,7 @@ datatypes the model's config names.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -18,9 +18,7 @@ from conveyor.protocol.datatypes import BYTES, numpy_dtype
 from conveyor.protocol.json_codec import loads
 
 
-def generate_body(
-    inputs: Mapping[str, np.ndarray], priority: int, timeout_us: int | None
-) -> dict[str, Any]:
+def generate_body(inputs: Mapping[str, np.ndarray], parameters: dict[str, Any]) -> dict[str, Any]:
     body: dict[str, Any] = {}
     for name, array in inputs.items():
         values = [
@@ -28,18 +26,13 @@ def generate_body(
             for v in np.asarray(array).reshape(-1).tolist()
         ]
         body[name] = values[0] if len(values) == 1 else values
-    parameters: dict[str, Any] = {}
-    if priority:
-        parameters["priority"] = priority
-    if timeout_us is not None:
-        parameters["timeout"] = timeout_us
     if parameters:
         body["parameters"] = parameters
     return body
 
 
 def generate_outputs(
-    event: Mapping[str, Any], config: Mapping[str, Any], wanted: list[str] | None
+    event: Mapping[str, Any], config: Mapping[str, Any], wanted: Sequence[str] | None
 ) -> Outputs:
     """One response's outputs, typed as the model's config says (Triton's JSON form)."""
     types = {

@@ -23,7 +23,6 @@ from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import grpc
-import numpy as np
 from google.protobuf.message import Message
 
 from conveyor.client._base import DEFAULT_CALL_TIMEOUT_S, BaseClient
@@ -34,7 +33,8 @@ from conveyor.protocol.grpc import converters, decoupled, wire
 from conveyor.protocol.grpc._generated import grpc_service_pb2 as pb
 from conveyor.protocol.grpc.methods import METHODS
 from conveyor.protocol.limits import DEFAULT_MAX_MESSAGE_BYTES
-from conveyor.protocol.parameters import wire_priority, wire_timeout
+from conveyor.protocol.parameters import wire_timeout
+from conveyor.protocol.request import InferenceRequest, wire_parameters
 from conveyor.protocol.shared_memory import InputInRegion
 
 # The server's status -> the error raised here (the reverse of the server's edge mapping;
@@ -130,31 +130,16 @@ class GRPCClient(BaseClient):
 
     async def _infer(
         self,
-        model: str,
-        inputs: Mapping[str, np.ndarray],
+        request: InferenceRequest,
         *,
-        version: str | None,
-        outputs: list[str] | None,
-        priority: int,
-        timeout_us: int | None,
-        request_id: str | None,
         in_regions: Mapping[str, InputInRegion] | None = None,
         out_regions: Mapping[str, OutputSlot] | None = None,
     ) -> Outputs:
-        request = self._request(
-            model,
-            inputs,
-            version,
-            outputs,
-            priority,
-            timeout_us,
-            request_id,
-            in_regions,
-            out_regions=out_regions,
-        )
+        message = self._request(request, in_regions, out_regions=out_regions)
         # The request's own timeout is also the call's deadline: a server that ignores the
         # parameter still stops waiting (and drops the queued request) when it passes.
-        response, raw = await self._unary("ModelInfer", request, self._deadline(timeout_us))
+        deadline = self._deadline(request.timeout)
+        response, raw = await self._unary("ModelInfer", message, deadline)
         slots = out_regions or {}
         results = converters.decode_outputs(response, raw, slots)
         for tensor in response.outputs:
@@ -163,24 +148,12 @@ class GRPCClient(BaseClient):
                 results[tensor.name] = slot.read(tensor.datatype, tuple(tensor.shape))
         return results
 
-    async def _responses(
-        self,
-        model: str,
-        inputs: Mapping[str, np.ndarray],
-        *,
-        version: str | None,
-        outputs: list[str] | None,
-        priority: int,
-        timeout_us: int | None,
-        request_id: str | None,
-    ) -> AsyncIterator[Outputs]:
+    async def _responses(self, request: InferenceRequest) -> AsyncIterator[Outputs]:
         """One request on its own ModelStreamInfer call, asking for Triton's final flag."""
-        request = self._request(
-            model, inputs, version, outputs, priority, timeout_us, request_id, final_flag=True
-        )
-        call = self._calls["ModelStreamInfer"](timeout=self._deadline(timeout_us))
+        message = self._request(request, final_flag=True)
+        call = self._calls["ModelStreamInfer"](timeout=self._deadline(request.timeout))
         try:
-            await call.write(request)
+            await call.write(message)
             await call.done_writing()
             while (response := await call.read()) is not grpc.aio.EOF:
                 if response.error_message:
@@ -246,19 +219,21 @@ class GRPCClient(BaseClient):
                         f"request id {request_id!r} is used twice in one stream; its answers "
                         "could not be told apart"
                     )
-                request = self._request(
-                    item.model,
-                    item.inputs,
-                    None if item.version is None else str(item.version),
-                    None if item.outputs is None else list(item.outputs),
-                    wire_priority(item.priority),
-                    wire_timeout(item.timeout),
-                    request_id,
+                message = self._request(
+                    InferenceRequest(
+                        item.model,
+                        item.inputs,
+                        item.version,
+                        item.outputs,
+                        request_id,
+                        item.priority,
+                        item.timeout,
+                    )
                 )
                 future = InferFuture()
                 future.request_id = request_id
                 sent[request_id] = future
-                await call.write(request)
+                await call.write(message)
             await call.done_writing()
 
         def stop_if_failed(task: asyncio.Task[None]) -> None:
@@ -305,13 +280,7 @@ class GRPCClient(BaseClient):
 
     def _request(
         self,
-        model: str,
-        inputs: Mapping[str, Any],
-        version: str | None,
-        outputs: list[str] | None,
-        priority: int,
-        timeout_us: int | None,
-        request_id: str | None,
+        infer: InferenceRequest,
         in_regions: Mapping[str, InputInRegion] | None = None,
         *,
         out_regions: Mapping[str, OutputSlot] | None = None,
@@ -320,32 +289,32 @@ class GRPCClient(BaseClient):
         """The serialized ModelInferRequest (each raw tensor copied once, by the join).
 
         ``final_flag``: ask for Triton's ``triton_final_response`` (streamed requests)."""
+        version = "" if infer.version is None else str(infer.version)
         request = pb.ModelInferRequest(
-            model_name=model, model_version=version or "", id=request_id or ""
+            model_name=infer.model, model_version=version, id=infer.id or ""
         )
-        buffers = converters.add_inputs(request, inputs, raw=self.raw_contents)
+        buffers = converters.add_inputs(request, infer.inputs, raw=self.raw_contents)
         for name, placed in (in_regions or {}).items():
             tensor = request.inputs.add(name=name, datatype=placed.datatype, shape=placed.shape)
             for key, value in placed.location.parameters().items():
                 converters.set_parameter(tensor.parameters, key, value)
-        for name in outputs or ():
+        for name in infer.outputs or ():
             output = request.outputs.add(name=name)
             slot = (out_regions or {}).get(name)
             if slot is not None:
                 for key, value in slot.location.parameters().items():
                     converters.set_parameter(output.parameters, key, value)
-        if priority:
-            converters.set_parameter(request.parameters, "priority", priority)
-        if timeout_us is not None:
-            converters.set_parameter(request.parameters, "timeout", timeout_us)
+        for key, value in wire_parameters(infer).items():
+            converters.set_parameter(request.parameters, key, value)
         if final_flag:
             converters.set_parameter(request.parameters, decoupled.ENABLE_EMPTY_FINAL, True)
         return wire.join_raw(request, wire.RAW_INPUT_FIELD, buffers)
 
-    def _deadline(self, timeout_us: int | None) -> float | None:
-        if timeout_us is None:
+    def _deadline(self, timeout: float | None) -> float | None:
+        micros = wire_timeout(timeout)  # as the server reads it: microseconds, rounded up
+        if micros is None:
             return self.call_timeout
-        seconds = timeout_us / 1_000_000
+        seconds = micros / 1_000_000
         return seconds if self.call_timeout is None else min(seconds, self.call_timeout)
 
     async def _unary(self, name: str, request: Any, timeout: float | None = None) -> Any:

@@ -7,7 +7,6 @@ from typing import Any
 from urllib.parse import quote
 
 import aiohttp
-import numpy as np
 
 from conveyor.client._base import DEFAULT_CALL_TIMEOUT_S, BaseClient
 from conveyor.client.generate import generate_body, generate_outputs, sse_events
@@ -26,6 +25,7 @@ from conveyor.futures import Outputs
 from conveyor.protocol import infer
 from conveyor.protocol.binary import HEADER_LENGTH_HEADER
 from conveyor.protocol.json_codec import dumps, loads
+from conveyor.protocol.request import InferenceRequest, wire_parameters
 from conveyor.protocol.shared_memory import InputInRegion
 
 # The error kind our server names in its error body -> the error raised here.
@@ -82,34 +82,23 @@ class HTTPClient(BaseClient):
 
     async def _infer(
         self,
-        model: str,
-        inputs: Mapping[str, np.ndarray],
+        request: InferenceRequest,
         *,
-        version: str | None,
-        outputs: list[str] | None,
-        priority: int,
-        timeout_us: int | None,
-        request_id: str | None,
         in_regions: Mapping[str, InputInRegion] | None = None,
         out_regions: Mapping[str, OutputSlot] | None = None,
     ) -> Outputs:
-        parameters: dict[str, Any] = {}
-        if priority:
-            parameters["priority"] = priority
-        if timeout_us is not None:
-            parameters["timeout"] = timeout_us
         body, header_length = infer.encode_request(
-            inputs,
-            outputs=outputs,
-            request_id=request_id,
-            parameters=parameters,
+            request.inputs,
+            outputs=request.outputs,
+            request_id=request.id,
+            parameters=wire_parameters(request),
             binary_data=self._binary_data,
             in_regions=in_regions,
             out_regions={name: slot.location for name, slot in (out_regions or {}).items()},
         )
         headers = {} if header_length is None else {HEADER_LENGTH_HEADER: str(header_length)}
         status, data, response_headers = await self._request(
-            "POST", _model_path(model, version) + "/infer", body, headers
+            "POST", _model_path(request.model, request.version) + "/infer", body, headers
         )
         if status != 200:
             raise _error(status, data)
@@ -135,21 +124,12 @@ class HTTPClient(BaseClient):
         if status != 200:
             raise _error(status, data)
 
-    async def _responses(
-        self,
-        model: str,
-        inputs: Mapping[str, np.ndarray],
-        *,
-        version: str | None,
-        outputs: list[str] | None,
-        priority: int,
-        timeout_us: int | None,
-        request_id: str | None,
-    ) -> AsyncIterator[Outputs]:
+    async def _responses(self, request: InferenceRequest) -> AsyncIterator[Outputs]:
         """One request on the generate extension's ``generate_stream`` (Server-Sent Events);
         each event's fields become arrays of the model's output datatypes."""
+        model, version, outputs = request.model, request.version, request.outputs
         config = await self._get("model_config", model, version)
-        body = generate_body(inputs, priority, timeout_us)
+        body = generate_body(request.inputs, wire_parameters(request))
         assert self._session is not None
         try:
             async with self._session.post(

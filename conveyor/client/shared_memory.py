@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import os
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Mapping, Sequence
 from multiprocessing import shared_memory
 from typing import Any
 from urllib.parse import urlsplit
@@ -196,7 +196,10 @@ def on_this_machine(url: str) -> bool:
 
 
 def shape_key(
-    model: str, version: str | None, outputs: list[str] | None, inputs: Mapping[str, Any]
+    model: str,
+    version: int | str | None,
+    outputs: Sequence[str] | None,
+    inputs: Mapping[str, Any],
 ) -> Hashable:
     """What decides a model's output sizes, as far as the client can tell."""
     shapes = tuple(

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from conveyor.protocol.parameters import RequestOptions
+from conveyor.protocol.parameters import RequestOptions, wire_priority, wire_timeout
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -79,3 +79,16 @@ def from_options(
         sequence,
         options.custom or None,
     )
+
+
+def wire_parameters(request: InferenceRequest) -> dict[str, int]:
+    """The request parameters a client sends for ``request``'s priority and timeout, in the
+    wire's units (see :mod:`conveyor.protocol.parameters`); empty for the defaults."""
+    parameters = {}
+    priority = wire_priority(request.priority)
+    if priority:
+        parameters["priority"] = priority
+    timeout = wire_timeout(request.timeout)
+    if timeout is not None:
+        parameters["timeout"] = timeout
+    return parameters

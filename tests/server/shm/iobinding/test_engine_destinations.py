@@ -10,8 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conveyor import Engine
-from conveyor.protocol.request import InferenceRequest
+from conveyor import Engine, InferenceRequest
 from tests.models import RepoBuilder
 from tests.server.shm.iobinding.iobinding_models import FILL_VALUE, iobinding_repository
 
