@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from conveyor.errors import ConveyorError, ErrorKind
 from conveyor.protocol import openai
 from conveyor.protocol.request import InferenceRequest
+from conveyor.server.infer_life import InferLife
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -88,24 +89,25 @@ async def _embeddings(data: DataPlane, body: bytes) -> Reply:
         raise openai.model_not_found(request.model)
     openai.check_request(request, spec)
     outputs = [spec.output] if spec.token_mask is None else [spec.output, spec.token_mask]
-    trace = None
-    if data.tracer.on:  # the one check tracing costs while it is off
-        trace = data.begin_trace(request.model, "http", None)
+    life = InferLife(data, "http", request.model, started)
     inputs = openai.input_tensors(request, spec)
-    future = data.infer(InferenceRequest(request.model, inputs, outputs=outputs), trace=trace)
+    future = life.submit(InferenceRequest(request.model, inputs, outputs=outputs))
     try:
         results = await future
     except asyncio.CancelledError:
         future.cancel()  # the client went away while it was queued: it never runs
+        life.failed()
         raise
-    finally:
-        if trace is not None:
-            data.finish_trace(trace, future)
+    except Exception:
+        life.failed()
+        raise
     rows = openai.embeddings(request, spec, results[spec.output])
     tokens = openai.id_count(request)
     if tokens is None:
         mask = results.get(spec.token_mask) if spec.token_mask is not None else None
         tokens = openai.token_count(mask)
     reply = openai.encode_response(request, rows, tokens)
-    data.observe_latency(future, time.perf_counter() - started, "http")
+    life.answered(time.perf_counter())
+    life.sending()
+    life.sent()
     return 200, reply, JSON

@@ -29,11 +29,11 @@ from conveyor.server.grpc.errors import (
     status_code,
 )
 from conveyor.server.grpc.service import Codecs, unparseable
-from conveyor.server.grpc.trace import begin_grpc_trace, finish_when_sent, trace_setting
+from conveyor.server.grpc.trace import trace_setting, traceparent
+from conveyor.server.infer_life import InferLife
 
 if TYPE_CHECKING:
     from conveyor.server.dataplane import DataPlane
-    from conveyor.server.tracing.trace import RequestTrace
 
 R = TypeVar("R", bound=Message)
 
@@ -100,27 +100,19 @@ class InferenceServicer:
     async def ModelInfer(self, received: Received | InvalidInput, context: Context) -> Any:
         # Not @answering_errors: the hot path keeps its one try block.
         started = self._clock()
-        data = self.data
-        trace = None
+        life = None
         try:
             if isinstance(received, InvalidInput):
                 raise received  # the message itself could not be parsed
-            if data.tracer.on:  # the one check tracing costs while it is off
-                model = received[0].model_name
-                # Conveyor's transport knows when the call's headers arrived; grpcio's
-                # context does not, and the handler's start is the earliest it shows.
-                opened = getattr(context, "opened", started)
-                trace = begin_grpc_trace(data, model, context, opened)
+            life = self._life(received[0].model_name, context, started)
             call = converters.infer_call(*received)
-            future = self._submit(call, context, trace)
+            future = self._submit(life, call, context)
             try:
                 outputs = await future
             except asyncio.CancelledError:
                 # The client went away (or its deadline passed): drop the request if queued.
                 future.cancel()
                 raise
-            if trace is not None:
-                trace.answered = time.perf_counter_ns()
             response = converters.infer_response_parts(
                 call.model,
                 future.model_version or "",
@@ -128,23 +120,35 @@ class InferenceServicer:
                 outputs,
                 call.shared_memory.outputs,
             )
-            self.data.observe_latency(future, self._clock() - started, "grpc")
+            life.answered(self._clock())
             if self._access.enabled:
                 self._access.grpc(
                     "ModelInfer", call.model, "OK", self._clock() - started, call.request_id
                 )
-            if trace is not None:
-                finish_when_sent(data, trace, future, context)
+            life.sent_when(getattr(context, "add_done_callback", None))
             return response
         except Exception as exc:
-            if trace is not None:
-                trace.answered = 0  # failed: no answer was encoded
-                data.finish_trace(trace, None)
+            if life is not None:
+                life.failed()
             if isinstance(exc, UnaryToDecoupled):
                 exc = exc.said_by("ModelInfer RPC")  # Triton's words
             if self._access.enabled:
                 self._access_failed(received, exc, self._clock() - started)
             await abort(context, exc, "ModelInfer")
+
+    def _life(
+        self, model: str, context: Context, arrived: float, in_stream: bool = False
+    ) -> InferLife:
+        """The life of a request read at ``arrived``. A unary call's first byte is when its
+        headers arrived where the transport tells (Conveyor's: the context's ``opened``;
+        grpcio's context cannot, and the handler's start is the earliest it shows); a
+        stream's request is traced from when it was read (``in_stream``)."""
+        data = self.data
+        if not data.tracer.on:  # the one check tracing costs while it is off
+            return InferLife(data, "grpc", model, arrived)
+        opened = arrived if in_stream else getattr(context, "opened", arrived)
+        # perf_counter and perf_counter_ns: one clock
+        return InferLife(data, "grpc", model, arrived, traceparent(context), int(opened * 1e9))
 
     def _access_failed(
         self, received: Received | InvalidInput, exc: Exception, seconds: float
@@ -160,15 +164,12 @@ class InferenceServicer:
             request.id if request is not None else None,
         )
 
-    def _submit(
-        self, call: converters.InferCall, context: Context, trace: RequestTrace | None = None
-    ) -> InferFuture:
-        return self.data.infer(
+    def _submit(self, life: InferLife, call: converters.InferCall, context: Context) -> InferFuture:
+        return life.submit(
             call.request,
             classifications=call.classifications,
-            wait_limit=context.time_remaining(),  # the client's deadline bounds the request
             shared_memory=call.shared_memory,
-            trace=trace,
+            wait_limit=context.time_remaining(),  # the client's deadline bounds the request
         )
 
     async def ModelStreamInfer(
@@ -190,14 +191,11 @@ class InferenceServicer:
         pumps: set[asyncio.Task[None]] = set()  # decoupled requests' responses: cancelled on exit
         unanswered = 0  # requests read whose answer is not yet written
 
-        def finished(
-            future: InferFuture, call: converters.InferCall, trace: RequestTrace | None
-        ) -> None:
+        def finished(future: InferFuture, call: converters.InferCall, life: InferLife) -> None:
             running.discard(future)  # on the loop, in completion order
             answers.put_nowait(_stream_response(future, call))
-            if trace is not None:
-                ok = not future.cancelled() and future.exception() is None
-                data.tracer.end_stream(trace, future.model_version, call.request_id, ok)
+            ok = not future.cancelled() and future.exception() is None
+            life.stream_ended(future.model_version, call.request_id, ok)
 
         async def read() -> None:
             nonlocal unanswered
@@ -208,20 +206,18 @@ class InferenceServicer:
                         answers.put_nowait(_stream_error("", "", "", received))
                         continue
                     request, raw = received
-                    trace = None
-                    if data.tracer.on:  # each request of the stream is traced on its own
-                        trace = begin_grpc_trace(data, request.model_name, context, self._clock())
+                    # Each request of the stream is traced on its own.
+                    life = self._life(request.model_name, context, self._clock(), in_stream=True)
                     try:
                         call = converters.infer_call(request, raw)
                         if data.is_decoupled(call.model, call.version):
                             flagged = decoupled.wants_final_flag(request)
-                            pump = self._stream_responses(call, flagged, answers, trace)
+                            pump = self._stream_responses(call, flagged, answers, life)
                             pumps.add(asyncio.create_task(pump))
                             continue
-                        future = self._submit(call, context, trace)
+                        future = self._submit(life, call, context)
                     except Exception as exc:
-                        if trace is not None:
-                            data.tracer.end_stream(trace, None, request.id, ok=False)
+                        life.stream_ended(None, request.id, ok=False)
                         error = as_conveyor_error(exc, "stream")
                         answers.put_nowait(
                             _stream_error(
@@ -235,7 +231,7 @@ class InferenceServicer:
                         _: object,
                         f: InferFuture = future,  # defaults bind this iteration's values
                         c: converters.InferCall = call,
-                        t: RequestTrace | None = trace,
+                        t: InferLife = life,
                     ) -> None:
                         loop.call_soon_threadsafe(finished, f, c, t)
 
@@ -280,20 +276,18 @@ class InferenceServicer:
         call: converters.InferCall,
         final_flag: bool,
         answers: asyncio.Queue[Any],
-        trace: RequestTrace | None = None,
+        life: InferLife,
     ) -> None:
         """One request to a decoupled model: each response onto ``answers`` as it comes,
         the next only once the previous was written (a slow client slows the model), then
         the end of the request (an empty final response, for a client that asked).
-        ``trace``: the request's, ended with it."""
+        ``life``: the request's, ended with it."""
         model, request_id = call.model, call.request_id
         ok = False
-        data = self.data
         try:
-            stream = data.stream(call.request, trace=trace)
+            stream = life.stream(call.request)
         except Exception as exc:
-            if trace is not None:
-                data.tracer.end_stream(trace, None, request_id, ok=False)
+            life.stream_ended(None, request_id, ok=False)
             error = as_conveyor_error(exc, "stream")
             answers.put_nowait(_stream_error(model, call.version or "", request_id, error))
             return
@@ -314,8 +308,7 @@ class InferenceServicer:
             answers.put_nowait(_stream_error(model, version, request_id, error))
         finally:
             stream.close()
-            if trace is not None:
-                data.tracer.end_stream(trace, version, request_id, ok)
+            life.stream_ended(version, request_id, ok)
 
     # -- health and metadata --------------------------------------------------------------
 

@@ -1,5 +1,5 @@
 """Triton's trace extension over gRPC: the ``TraceSetting`` messages <-> the data plane,
-and the gRPC side of a traced request.
+and the client's trace context (a traced request's life is ``server/infer_life.py``).
 
 A setting sent with no values clears it (as null does over HTTP); a request with no
 settings only reads them. Every answer holds every setting, each a list of strings.
@@ -13,16 +13,13 @@ GRPC_SEND_END the call ending (its status sent), from the context's done callbac
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING
 
 from conveyor.protocol.grpc._generated import grpc_service_pb2 as pb
 
 if TYPE_CHECKING:
-    from conveyor.futures import InferFuture
     from conveyor.server.dataplane import DataPlane
     from conveyor.server.grpc.errors import Context
-    from conveyor.server.tracing.trace import RequestTrace
 
 
 def trace_setting(data: DataPlane, request: pb.TraceSettingRequest) -> pb.TraceSettingResponse:
@@ -44,27 +41,3 @@ def traceparent(context: Context) -> str | None:
         if key == "traceparent":
             return value if isinstance(value, str) else value.decode("latin-1")
     return None
-
-
-def begin_grpc_trace(
-    data: DataPlane, model: str, context: Context, entered: float
-) -> RequestTrace | None:
-    """A trace for a request read by a handler entered at ``entered`` (perf_counter), if
-    sampled. Called only while ``data.tracer.on``."""
-    trace = data.begin_trace(model, "grpc", traceparent(context))
-    if trace is not None:
-        trace.recv_start = int(entered * 1e9)  # perf_counter and perf_counter_ns: one clock
-    return trace
-
-
-def finish_when_sent(
-    data: DataPlane, trace: RequestTrace, future: InferFuture | None, context: Context
-) -> None:
-    """The response is being returned: GRPC_SEND_START now; the trace is recorded when the
-    call ends (GRPC_SEND_END), or now for a context that cannot tell."""
-    trace.send_start = time.perf_counter_ns()
-    add_done_callback = getattr(context, "add_done_callback", None)
-    if add_done_callback is None:
-        data.finish_trace(trace, future)
-        return
-    add_done_callback(lambda _: data.finish_trace(trace, future))

@@ -303,23 +303,19 @@ class HTTPProtocol(asyncio.BufferedProtocol):
             return
         if request.started:
             request.request_id = pending.request.id
-        trace = pending.trace
+        life = pending.life
         try:
             status, body, headers = pending.reply_parts(pending.future.result())
         except Exception as exc:  # the engine's error, or cancelled
             status, error_body, headers = self._error(exc)
-            body = [error_body]
-            if trace is not None:
-                pending.finish_trace()
-                trace = None
-        if trace is None:
-            self._respond(request, status, body, headers)
+            life.failed()
+            self._respond(request, status, [error_body], headers)
             return
-        # Traced: HTTP_SEND_START as the answer goes to the transport, HTTP_SEND_END once
-        # the transport took it (written to the socket, or buffered by the transport).
-        trace.send_start = time.perf_counter_ns()
+        # HTTP_SEND_START as the answer goes to the transport, HTTP_SEND_END once the
+        # transport took it (written to the socket, or buffered by the transport).
+        life.sending()
         self._respond(request, status, body, headers)
-        pending.finish_trace()
+        life.sent()
 
     async def _route(self, request: ParsedRequest, body: BytesLike) -> None:
         async def read_body() -> bytes:

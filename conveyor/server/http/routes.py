@@ -19,12 +19,12 @@ from conveyor.protocol import binary, infer
 from conveyor.protocol.json_codec import dumps, loads
 from conveyor.server import openai
 from conveyor.server.generate import only_response
+from conveyor.server.infer_life import InferLife
 
 if TYPE_CHECKING:
     from conveyor.futures import InferFuture, Outputs
     from conveyor.server.dataplane import DataPlane
     from conveyor.server.generate import GenerateResponses
-    from conveyor.server.tracing.trace import RequestTrace
 
 Headers = list[tuple[bytes, bytes]]
 # status, body, headers (content-type and any extras; the adapter adds content-length)
@@ -176,7 +176,7 @@ class V2Routes:
                     pending.future.cancel()  # dropped while still queued: it never runs
                     raise
                 except Exception:
-                    pending.finish_trace()  # a traced request that failed keeps its trace
+                    pending.life.failed()  # a traced request that failed keeps its trace
                     raise
                 return pending.reply(results)
             if len(parts) == 6 and parts[4:] == ["trace", "setting"]:
@@ -212,16 +212,11 @@ class V2Routes:
 
     async def _generate(self, parts: list[str], path: str, body: bytes) -> Reply | ChunkedReply:
         model, version = _model_and_version(parts, path)
-        data = self.data
-        trace = None
-        if data.tracer.on:
-            trace = data.begin_trace(model, "http", None)
+        life = InferLife(self.data, "http", model, self._clock())
         try:
-            request = _json_object(body, "generate request")
-            responses = data.generate(model, version, request, trace=trace)
+            responses = life.generate(version, _json_object(body, "generate request"))
         except Exception:
-            if trace is not None:
-                data.tracer.end_stream(trace, None, None, ok=False)
+            life.stream_ended(None, None, ok=False)
             raise
         if parts[-1] == "generate_stream":
             return ChunkedReply(200, list(EVENT_STREAM), _events(responses), responses.close)
@@ -357,78 +352,63 @@ class V2Routes:
         ``traceparent``: the W3C trace-context header, continued by a traced request;
         ``recv_start``: when the request's first byte was read (HTTP_RECV_START), if known.
         """
-        started = self._clock()
         model, version = _model_and_version(path.split("/"), path)
-        data = self.data
-        trace = None
-        if data.tracer.on:  # the one check tracing costs while it is off
-            trace = data.begin_trace(model, "http", _header_text(traceparent))
-            if trace is not None:
-                trace.recv_start = recv_start
-        json_length = binary.parse_header_length(header_length, len(body))
-        request = infer.decode_request(body, json_length, model, version)
-        future = self.data.infer(
-            request.request,
-            classifications=request.classifications,
-            shared_memory=request.shared_memory,
-            trace=trace,
+        life = InferLife(
+            self.data, "http", model, self._clock(), _header_text(traceparent), recv_start
         )
-        pending = PendingInfer(future, model, request, started, self)
-        pending.trace = trace
-        return pending
+        try:
+            json_length = binary.parse_header_length(header_length, len(body))
+            decoded = infer.decode_request(body, json_length, model, version)
+            life.submit(
+                decoded.request,
+                classifications=decoded.classifications,
+                shared_memory=decoded.shared_memory,
+            )
+        except Exception:
+            life.failed()
+            raise
+        return PendingInfer(life, decoded, self._clock)
 
 
 class PendingInfer:
-    """A submitted infer request: its engine future, and how to answer once it completes."""
+    """A submitted infer request: its life (future, trace, latency), and how to answer once
+    it completes."""
 
-    __slots__ = ("_routes", "future", "model", "request", "started", "trace")
+    __slots__ = ("_clock", "life", "request")
 
     def __init__(
-        self,
-        future: InferFuture,
-        model: str,
-        request: infer.DecodedInfer,
-        started: float,
-        routes: V2Routes,
+        self, life: InferLife, request: infer.DecodedInfer, clock: Callable[[], float]
     ) -> None:
-        self.future = future
-        self.model = model
+        self.life = life
         self.request = request
-        self.started = started
-        self._routes = routes
-        self.trace: RequestTrace | None = None  # set when the request is traced
+        self._clock = clock
+
+    @property
+    def future(self) -> InferFuture:
+        future = self.life.future
+        assert future is not None  # submitted before this was made
+        return future
 
     def reply(self, results: Outputs) -> Reply:
         """The whole answer, for a caller that hands it over as it is returned (a traced
         request's trace ends here)."""
         header, buffers, headers = self._encode(results)
         reply = 200, binary.join(header, buffers)[0] if buffers else header, headers
-        if self.trace is not None:
-            self.trace.send_start = time.perf_counter_ns()
-            self.finish_trace()
+        self.life.sending()
+        self.life.sent()
         return reply
 
     def reply_parts(self, results: Outputs) -> tuple[int, list[binary.Chunk], Headers]:
         """:meth:`reply` with the body left as its parts (JSON header, then each tensor);
-        the caller times the hand-over and ends a traced request's trace."""
+        the caller hands it over and says so to ``life``."""
         header, buffers, headers = self._encode(results)
         return 200, [header, *buffers], headers
 
-    def finish_trace(self) -> None:
-        """A traced request's answer (or error) was handed to the transport: record its
-        trace (the caller stamps ``send_start`` first, for an answer)."""
-        if self.trace is not None:
-            self._routes.data.finish_trace(self.trace, self.future)
-
     def _encode(self, results: Outputs) -> tuple[bytes, list[binary.Chunk], Headers]:
-        future = self.future
-        served = future.model_version or ""
-        trace = self.trace
-        if trace is not None:
-            trace.answered = time.perf_counter_ns()
-        header, buffers = infer.encode_response_parts(self.model, served, self.request, results)
-        routes = self._routes
-        routes.data.observe_latency(future, routes._clock() - self.started, "http")
+        life = self.life
+        served = self.future.model_version or ""
+        header, buffers = infer.encode_response_parts(life.model, served, self.request, results)
+        life.answered(self._clock())
         if not buffers:
             return header, buffers, JSON
         return header, buffers, [BINARY_TYPE, (HEADER_LENGTH, b"%d" % len(header))]
