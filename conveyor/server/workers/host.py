@@ -31,12 +31,17 @@ from conveyor.ipc.frames import Buffer, frame_parts
 from conveyor.server.workers import infer_frames
 from conveyor.server.workers.channel import FrameChannel
 from conveyor.server.workers.messages import (
-    Call,
     Cancel,
+    Control,
+    Generate,
+    Infer,
+    Load,
     Observe,
     Reply,
+    Stream,
     StreamEnd,
     StreamItem,
+    Unload,
     portable,
 )
 
@@ -45,32 +50,6 @@ if TYPE_CHECKING:
     from conveyor.server.dataplane import DataPlane
 
 log = logging.getLogger("conveyor.server.workers")
-
-# What a front end may call on the blocking connection: quick, thread-safe reads and the
-# shared-memory registry (which has its own lock).
-CONTROL_METHODS = frozenset(
-    {
-        "server_metadata",
-        "not_ready_reason",
-        "model_not_ready_reason",
-        "model_metadata",
-        "model_config",
-        "statistics",
-        "repository_index",
-        "register_system_shared_memory",
-        "unregister_system_shared_memory",
-        "system_shared_memory_status",
-        "cuda_shared_memory",
-        "is_decoupled",
-        "openai_embeddings",
-        "openai_models",
-    }
-)
-ASYNC_METHODS = frozenset({"load", "unload"})
-# Calls whose answer is a stream of responses: started by a control call (which answers
-# with the model and version serving it, as the front end needs them at once), then
-# pumped on the loop, each response as a StreamItem on the multiplexed connection.
-STREAM_METHODS = frozenset({"stream", "generate"})
 
 
 class FrontEndLink:
@@ -112,33 +91,40 @@ class FrontEndLink:
             except OSError:
                 return
 
-    def _control_reply(self, call: Call) -> Reply:
-        if call.method in STREAM_METHODS:
-            return self._start_stream(call)
-        if call.method not in CONTROL_METHODS:
-            error = ValueError(f"{call.method!r} is not a control call")
-            return Reply(call.call_id, error=error)
+    def _control_reply(self, message: Control | Stream | Generate) -> Reply:
+        if isinstance(message, Stream | Generate):
+            return self._start_stream(message)
+        if not isinstance(message, Control):
+            error = ValueError(f"{type(message).__name__} is not a control call")
+            return Reply(getattr(message, "call_id", 0), error=error)
         try:
-            value = getattr(self._data, call.method)(*call.args, **call.kwargs)
+            value = getattr(self._data, message.method.value)(*message.args)
         except Exception as exc:
-            return Reply(call.call_id, error=portable(exc))
-        return Reply(call.call_id, value=value)
+            return Reply(message.call_id, error=portable(exc))
+        return Reply(message.call_id, value=value)
 
     # -- streamed calls ---------------------------------------------------------------------
 
-    def _start_stream(self, call: Call) -> Reply:
+    def _start_stream(self, message: Stream | Generate) -> Reply:
         # On the control thread; the engine's stream() and generate() return at once.
+        # Started by a control round trip, which answers with the model and version serving
+        # it (the front end needs them at once); its responses are then pumped on the loop,
+        # each a StreamItem on the multiplexed connection.
+        stream: Any
         try:
-            stream = getattr(self._data, call.method)(*call.args, **call.kwargs)
+            if isinstance(message, Stream):
+                stream = self._data.stream(message.request)
+            else:
+                stream = self._data.generate(message.model, message.version, message.body)
         except Exception as exc:
-            return Reply(call.call_id, error=portable(exc))
+            return Reply(message.call_id, error=portable(exc))
         served = (
             getattr(stream, "request_id", None),
             getattr(stream, "model_name", None) or getattr(stream, "model", None),
             getattr(stream, "model_version", None) or getattr(stream, "version", None),
         )
-        self._loop.call_soon_threadsafe(self._pump_later, call.call_id, stream)
-        return Reply(call.call_id, served=served)
+        self._loop.call_soon_threadsafe(self._pump_later, message.call_id, stream)
+        return Reply(message.call_id, served=served)
 
     def _pump_later(self, call_id: int, stream: Any) -> None:
         if self._closed:
@@ -189,9 +175,7 @@ class FrontEndLink:
             self._admitted(call_id, future)
             return
         message = pickle.loads(meta, buffers=buffers)
-        if isinstance(message, Call):
-            self._dispatch(message)
-        elif isinstance(message, Cancel):
+        if isinstance(message, Cancel):
             queued = self._in_flight.get(message.call_id)
             if queued is not None:
                 queued.cancel()
@@ -200,24 +184,27 @@ class FrontEndLink:
                 stream.close()
         elif isinstance(message, Observe):
             self._observe(message)
-
-    def _dispatch(self, call: Call) -> None:
-        # A pickled call: an infer whose tensors or arguments have no lean frame, or a
-        # repository call.
-        if call.method == "infer":
+        elif isinstance(message, Infer):
+            # An infer whose tensors or arguments have no lean frame.
             try:
-                future = self._data.infer(*call.args, **call.kwargs)
+                future = self._data.infer(
+                    message.request,
+                    classifications=message.classifications,
+                    wait_limit=message.wait_limit,
+                    shared_memory=message.shared_memory,
+                )
             except Exception as exc:
-                self._send(Reply(call.call_id, error=portable(exc)))
+                self._send(Reply(message.call_id, error=portable(exc)))
                 return
-            self._admitted(call.call_id, future)
-        elif call.method in ASYNC_METHODS:
-            task = asyncio.get_running_loop().create_task(self._run_async(call))
+            self._admitted(message.call_id, future)
+        elif isinstance(message, Load | Unload):
+            task = asyncio.get_running_loop().create_task(self._repository(message))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
         else:
-            error = ValueError(f"{call.method!r} is not an inference or repository call")
-            self._send(Reply(call.call_id, error=error))
+            call_id = getattr(message, "call_id", 0)
+            error = ValueError(f"{type(message).__name__} is not an inference or repository call")
+            self._send(Reply(call_id, error=error))
 
     def _admitted(self, call_id: int, future: InferFuture) -> None:
         self._in_flight[call_id] = future
@@ -248,13 +235,16 @@ class FrontEndLink:
             reply = Reply(call_id, value=outputs, served=served)
         channel.send_now(_pickled(reply))
 
-    async def _run_async(self, call: Call) -> None:
+    async def _repository(self, message: Load | Unload) -> None:
         try:
-            value = await getattr(self._data, call.method)(*call.args, **call.kwargs)
+            if isinstance(message, Load):
+                await self._data.load(message.name, message.parameters)
+            else:
+                await self._data.unload(message.name)
         except Exception as exc:
-            self._send(Reply(call.call_id, error=portable(exc)))
+            self._send(Reply(message.call_id, error=portable(exc)))
         else:
-            self._send(Reply(call.call_id, value=value))
+            self._send(Reply(message.call_id))
 
     def _observe(self, message: Observe) -> None:
         histograms = self._data.histograms

@@ -36,7 +36,20 @@ from conveyor.server.dataplane import DataPlane
 from conveyor.server.generate import GenerateResponses
 from conveyor.server.workers import infer_frames
 from conveyor.server.workers.channel import FrameChannel
-from conveyor.server.workers.messages import Call, Cancel, Observe, Reply, StreamEnd, StreamItem
+from conveyor.server.workers.messages import (
+    Cancel,
+    Control,
+    ControlMethod,
+    Generate,
+    Infer,
+    Load,
+    Observe,
+    Reply,
+    Stream,
+    StreamEnd,
+    StreamItem,
+    Unload,
+)
 from conveyor.streams import ResponseStream
 
 if TYPE_CHECKING:
@@ -136,11 +149,11 @@ class RemoteDataPlane(DataPlane):
 
     # -- the two kinds of call --------------------------------------------------------------
 
-    def _call(self, method: str, *args: Any) -> Any:
+    def _call(self, method: ControlMethod, *args: Any) -> Any:
         """One blocking round trip on the control connection."""
-        return self._round_trip(Call(0, method, args)).value
+        return self._round_trip(Control(0, method, args)).value
 
-    def _round_trip(self, call: Call) -> Reply:
+    def _round_trip(self, call: Control | Stream | Generate) -> Reply:
         with self._control_lock:
             try:
                 self._control.send(call)
@@ -151,7 +164,9 @@ class RemoteDataPlane(DataPlane):
             raise reply.error
         return reply
 
-    def _send_call(self, future: concurrent.futures.Future[Any], call: Call) -> None:
+    def _send_call(
+        self, future: concurrent.futures.Future[Any], call: Infer | Load | Unload
+    ) -> None:
         self._send_frame(future, call.call_id, frame_parts(call))
 
     def _send_frame(
@@ -163,9 +178,9 @@ class RemoteDataPlane(DataPlane):
         self._pending[call_id] = future
         channel.send(parts)
 
-    async def _await_call(self, method: str, *args: Any) -> Any:
+    async def _await_call(self, call: Load | Unload) -> Any:
         future: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        self._send_call(future, Call(next(self._ids), method, args))
+        self._send_call(future, call)
         return await asyncio.wrap_future(future)
 
     # -- health, metadata, statistics ------------------------------------------------------
@@ -173,87 +188,87 @@ class RemoteDataPlane(DataPlane):
     def not_ready_reason(self) -> str | None:
         if self.draining:
             return "the server is shutting down"
-        reason: str | None = self._call("not_ready_reason")
+        reason: str | None = self._call(ControlMethod.NOT_READY_REASON)
         return reason
 
     def model_not_ready_reason(self, name: str, version: str | None) -> str | None:
-        reason: str | None = self._call("model_not_ready_reason", name, version)
+        reason: str | None = self._call(ControlMethod.MODEL_NOT_READY_REASON, name, version)
         if reason is None and self.draining:
             return f"model {name!r} is not ready"
         return reason
 
     def server_metadata(self) -> dict[str, Any]:
         if self._metadata is None:  # the same for the server's whole life
-            self._metadata = self._call("server_metadata")
+            self._metadata = self._call(ControlMethod.SERVER_METADATA)
         return self._metadata
 
     def model_metadata(self, name: str, version: str | None) -> dict[str, Any]:
-        value: dict[str, Any] = self._call("model_metadata", name, version)
+        value: dict[str, Any] = self._call(ControlMethod.MODEL_METADATA, name, version)
         return value
 
     def model_config(self, name: str, version: str | None) -> dict[str, Any]:
-        value: dict[str, Any] = self._call("model_config", name, version)
+        value: dict[str, Any] = self._call(ControlMethod.MODEL_CONFIG, name, version)
         return value
 
     def openai_embeddings(self, name: str) -> OpenAIEmbeddings | None:
-        value: OpenAIEmbeddings | None = self._call("openai_embeddings", name)
+        value: OpenAIEmbeddings | None = self._call(ControlMethod.OPENAI_EMBEDDINGS, name)
         return value
 
     def openai_models(self) -> list[str]:
-        value: list[str] = self._call("openai_models")
+        value: list[str] = self._call(ControlMethod.OPENAI_MODELS)
         return value
 
     def statistics(self, name: str | None, version: str | None) -> dict[str, Any]:
-        value: dict[str, Any] = self._call("statistics", name, version)
+        value: dict[str, Any] = self._call(ControlMethod.STATISTICS, name, version)
         return value
 
     def repository_index(self, ready_only: bool) -> list[dict[str, Any]]:
-        value: list[dict[str, Any]] = self._call("repository_index", ready_only)
+        value: list[dict[str, Any]] = self._call(ControlMethod.REPOSITORY_INDEX, ready_only)
         return value
 
     async def load(self, name: str, parameters: Mapping[str, object] | None = None) -> None:
-        await self._await_call("load", name, dict(parameters or {}))
+        await self._await_call(Load(next(self._ids), name, dict(parameters or {})))
 
     async def unload(self, name: str) -> None:
-        await self._await_call("unload", name)
+        await self._await_call(Unload(next(self._ids), name))
 
     # -- shared memory: one registry, in the engine process ---------------------------------
 
     def register_system_shared_memory(
         self, name: str, key: str, offset: int, byte_size: int
     ) -> None:
-        self._call("register_system_shared_memory", name, key, offset, byte_size)
+        self._call(ControlMethod.REGISTER_SYSTEM_SHARED_MEMORY, name, key, offset, byte_size)
 
     def unregister_system_shared_memory(self, name: str | None) -> None:
-        self._call("unregister_system_shared_memory", name)
+        self._call(ControlMethod.UNREGISTER_SYSTEM_SHARED_MEMORY, name)
 
     def system_shared_memory_status(self, name: str | None) -> list[dict[str, Any]]:
-        value: list[dict[str, Any]] = self._call("system_shared_memory_status", name)
+        value: list[dict[str, Any]] = self._call(ControlMethod.SYSTEM_SHARED_MEMORY_STATUS, name)
         return value
 
     def cuda_shared_memory_status(self, name: str | None) -> list[dict[str, Any]]:
-        value: list[dict[str, Any]] = self._call("cuda_shared_memory_status", name)
+        value: list[dict[str, Any]] = self._call(ControlMethod.CUDA_SHARED_MEMORY_STATUS, name)
         return value
 
     def unregister_cuda_shared_memory(self, name: str | None) -> None:
-        self._call("unregister_cuda_shared_memory", name)
+        self._call(ControlMethod.UNREGISTER_CUDA_SHARED_MEMORY, name)
 
     def register_cuda_shared_memory(self, name: str) -> NoReturn:
-        self._call("register_cuda_shared_memory", name)
+        self._call(ControlMethod.REGISTER_CUDA_SHARED_MEMORY, name)
         raise AssertionError("the engine process always refuses a CUDA region")
 
     # -- logging and tracing: the engine process's settings ----------------------------------
 
     def log_settings(self) -> dict[str, Any]:
-        value: dict[str, Any] = self._call("log_settings")
+        value: dict[str, Any] = self._call(ControlMethod.LOG_SETTINGS)
         return value
 
     def update_log_settings(self, changes: Mapping[str, Any]) -> dict[str, Any]:
-        value: dict[str, Any] = self._call("update_log_settings", dict(changes))
+        value: dict[str, Any] = self._call(ControlMethod.UPDATE_LOG_SETTINGS, dict(changes))
         return value
 
     def trace_settings(self, model: str | None) -> dict[str, str | list[str]]:
-        value: dict[str, str | list[str]] = self._call("trace_settings", model)
+        value: dict[str, str | list[str]] = self._call(ControlMethod.TRACE_SETTINGS, model)
         return value
 
     def update_trace_settings(
@@ -288,13 +303,8 @@ class RemoteDataPlane(DataPlane):
             parts = infer_frames.call_frame(call_id, request, wait_limit)
         if parts is None:  # no lean frame for these tensors or arguments: pickle the call
             # Views over the HTTP body become owned arrays when pickled.
-            kwargs = {
-                "classifications": classifications,
-                "wait_limit": wait_limit,
-                "shared_memory": shared_memory,
-            }
-            call = Call(call_id, "infer", (request,), kwargs)
-            parts = frame_parts(call)
+            message = Infer(call_id, request, classifications, wait_limit, shared_memory)
+            parts = frame_parts(message)
         request_id, model = request.id, request.model
         future = InferFuture()
         future.request_id = request_id
@@ -318,13 +328,13 @@ class RemoteDataPlane(DataPlane):
         return self._loop_running
 
     def is_decoupled(self, model: str, version: str | None) -> bool:
-        value: bool = self._call("is_decoupled", model, version)
+        value: bool = self._call(ControlMethod.IS_DECOUPLED, model, version)
         return value
 
     def stream(
         self, request: InferenceRequest, *, trace: RequestTrace | None = None
     ) -> ResponseStream:
-        return self._start_stream("stream", (request,), {})
+        return self._start_stream(Stream(next(self._ids), request))
 
     def generate(
         self,
@@ -336,20 +346,18 @@ class RemoteDataPlane(DataPlane):
     ) -> GenerateResponses:
         # Built in the engine process (it has the model's config); its JSON objects come
         # back as the stream's items.
-        stream = self._start_stream("generate", (model, version, dict(request)), {})
+        stream = self._start_stream(Generate(next(self._ids), model, version, dict(request)))
         return _RemoteGenerateResponses(stream, model)
 
-    def _start_stream(
-        self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> ResponseStream:
+    def _start_stream(self, message: Stream | Generate) -> ResponseStream:
         """Start a streamed call: the control round trip registers it and says who serves
         it; its responses then arrive on the multiplexed connection (read by this loop
         only after this returns, so none is missed)."""
-        call_id = next(self._ids)
+        call_id = message.call_id
         stream = ResponseStream(buffer=STREAM_BUFFER)
         self._streams[call_id] = stream
         try:
-            served = self._round_trip(Call(call_id, method, args, kwargs)).served
+            served = self._round_trip(message).served
         except BaseException:
             self._streams.pop(call_id, None)
             raise

@@ -19,6 +19,7 @@ import tritonclient.utils.shared_memory as shm
 from tritonclient.utils import InferenceServerException
 
 from conveyor.server.dataplane import DataPlane
+from conveyor.server.workers.messages import ControlMethod
 from conveyor.server.workers.remote import RemoteDataPlane
 from conveyor.testing import RunningServer, run_server
 from tests.models import RepoBuilder
@@ -75,6 +76,26 @@ def test_every_public_data_plane_method_is_forwarded() -> None:
     public.pop("finish_trace")
     missing = set(public) - set(vars(RemoteDataPlane))
     assert not missing
+
+
+def test_every_control_message_names_a_data_plane_method() -> None:
+    for method in ControlMethod:
+        assert inspect.isfunction(getattr(DataPlane, method.value, None)), method
+
+
+def test_settings_and_cuda_status_are_answered_through_a_front_end(
+    server: RunningServer, grpc_client: Any
+) -> None:
+    # Each is a control call the engine process must accept (they answered 500 once).
+    http = http_client(server)
+    assert http.get_log_settings()["log_verbose_level"] == 0
+    assert http.get_trace_settings()["trace_level"] == ["OFF"]
+    assert http.get_cuda_shared_memory_status() == []
+    logging = grpc_client.get_log_settings(as_json=True)
+    assert logging["settings"]["log_info"]["bool_param"] is True
+    trace = grpc_client.get_trace_settings(as_json=True)
+    assert trace["settings"]["trace_level"]["value"] == ["OFF"]
+    assert grpc_client.get_cuda_shared_memory_status(as_json=True) == {}
 
 
 def test_unary_and_control_calls_over_both_protocols(

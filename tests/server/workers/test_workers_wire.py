@@ -13,8 +13,8 @@ from conveyor.errors import ModelNotFound
 from conveyor.ipc import frames as wire
 from conveyor.ipc.channel import Channel
 from conveyor.protocol.datatypes import DATATYPES
-from conveyor.protocol.parameters import RequestOptions
-from conveyor.server.workers.messages import Call, Reply
+from conveyor.protocol.request import InferenceRequest
+from conveyor.server.workers.messages import Infer, Reply
 from tests.tensors import sample
 
 
@@ -40,15 +40,15 @@ def round_trip(message: object) -> object:
 @pytest.mark.parametrize("datatype", DATATYPES)
 def test_every_datatype_arrives_as_it_left(datatype: str) -> None:
     array = sample(datatype)
-    call = round_trip(Call(7, "infer", ("m", None, {"x": array}), {"options": RequestOptions()}))
-    assert isinstance(call, Call)
-    got = call.args[2]["x"]
+    call = round_trip(Infer(7, InferenceRequest("m", {"x": array}, priority=-2)))
+    assert isinstance(call, Infer)
+    got = call.request.inputs["x"]
     assert got.dtype == array.dtype and got.shape == array.shape
     if array.dtype == object:
         assert got.tolist() == array.tolist()
     else:
         assert got.tobytes() == array.tobytes()
-    assert call.kwargs["options"] == RequestOptions()
+    assert call.request.priority == -2
 
 
 def test_large_tensors_travel_out_of_band_and_odd_layouts_survive() -> None:
