@@ -337,18 +337,6 @@ def infer_response(
     return response
 
 
-def infer_response_bytes(
-    model: str,
-    version: str,
-    request_id: str,
-    outputs: Mapping[str, np.ndarray],
-    in_regions: Mapping[str, shm.Location] | None = None,
-) -> bytes:
-    """:func:`infer_response`, serialized, each tensor copied once (straight from numpy)."""
-    response, buffers = response_parts(model, version, request_id, outputs, in_regions)
-    return wire.join_raw(response, wire.RAW_OUTPUT_FIELD, buffers)
-
-
 def infer_response_parts(
     model: str,
     version: str,
@@ -356,7 +344,8 @@ def infer_response_parts(
     outputs: Mapping[str, np.ndarray],
     in_regions: Mapping[str, shm.Location] | None = None,
 ) -> list[Any]:
-    """:func:`infer_response_bytes` in pieces (see :func:`wire.raw_parts`): tensors not copied."""
+    """:func:`infer_response` serialized in pieces (see :func:`wire.raw_parts`): tensors
+    not copied."""
     response, buffers = response_parts(model, version, request_id, outputs, in_regions)
     return wire.raw_parts(response, wire.RAW_OUTPUT_FIELD, buffers)
 
