@@ -325,15 +325,7 @@ class Engine:
             if running is not None:
                 return running
             raise self._missing(model)
-        try:
-            number = int(version)
-        except (TypeError, ValueError):
-            # Triton's wording first (its clients match on it), then ours.
-            raise InvalidInput(
-                f"failed to get model version from specified version string '{version}' "
-                f"(details: not an integer), version should be an integral value > 0: "
-                f"model version must be an integer, got {version!r}"
-            ) from None
+        number = version_number(version)
         versions = self._running.get(model)
         found = None if versions is None else versions.get(number)
         if found is None:
@@ -775,3 +767,16 @@ def _load_version(
         details = f"\n{where.rstrip()}" if where else ""
         log.error("model %r version %d not loaded: %s%s", source.name, version, reason, details)
         return None, reason
+
+
+def version_number(version: int | str) -> int:
+    """A requested version as its number; InvalidInput for one that is not an integer."""
+    try:
+        return int(version)
+    except (TypeError, ValueError):
+        # Triton's wording first (its clients match on it), then ours.
+        raise InvalidInput(
+            f"failed to get model version from specified version string '{version}' "
+            f"(details: not an integer), version should be an integral value > 0: "
+            f"model version must be an integer, got {version!r}"
+        ) from None

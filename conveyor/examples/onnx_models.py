@@ -18,11 +18,17 @@ _IR_VERSION = 8  # old enough for every onnxruntime we support
 def _save(graph: onnx.GraphProto, path: Path) -> Path:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
     model.ir_version = _IR_VERSION
+    return save_checked(model, path)
+
+
+def save_checked(model: onnx.ModelProto, path: Path) -> Path:
+    """Check ``model`` and write it to ``path`` at once (a concurrent reader never sees
+    half a file)."""
     onnx.checker.check_model(model)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".tmp{id(model)}")
     onnx.save(model, str(tmp))
-    tmp.replace(path)  # atomic: a concurrent reader never sees half a file
+    tmp.replace(path)
     return path
 
 

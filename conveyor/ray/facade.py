@@ -25,11 +25,10 @@ from typing import Any, Protocol
 
 from conveyor.backends.base import Destinations
 from conveyor.engine import ModelInfo, ModelState, ModelStatistics, RepositoryEntry
-from conveyor.engine.engine import UNKNOWN_MODEL
+from conveyor.engine.engine import UNKNOWN_MODEL, version_number
 from conveyor.engine.stats import StatsRecorder
 from conveyor.errors import (
     ConveyorError,
-    InvalidInput,
     ModelNotFound,
     Unavailable,
     Unsupported,
@@ -96,14 +95,7 @@ class RemoteEngine:
             )
         if version is None or version == "":
             return versions[max(versions)]
-        try:
-            number = int(version)
-        except (TypeError, ValueError):
-            raise InvalidInput(
-                f"failed to get model version from specified version string '{version}' "
-                f"(details: not an integer), version should be an integral value > 0: "
-                f"model version must be an integer, got {version!r}"
-            ) from None
+        number = version_number(version)
         found = versions.get(number)
         if found is None:
             raise ModelNotFound(

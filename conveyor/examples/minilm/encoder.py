@@ -19,6 +19,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from conveyor.examples.onnx_models import save_checked
+
 OPSET = 17  # LayerNormalization is a standard op from 17
 _IR_VERSION = 8
 # The additive bias that masks padding out of the attention softmax: exp(-10000) is 0 in FP32.
@@ -193,9 +195,4 @@ def build_encoder(weights_dir: Path, path: Path) -> Path:
 
     shape = BertShape.from_config(weights_dir / "config.json")
     model = build_graph(load_file(str(weights_dir / "model.safetensors")), shape)
-    onnx.checker.check_model(model)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".tmp{id(model)}")
-    onnx.save(model, str(tmp))
-    tmp.replace(path)  # atomic: a concurrent reader never sees half a file
-    return path
+    return save_checked(model, path)
