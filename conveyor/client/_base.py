@@ -20,7 +20,6 @@ import abc
 import asyncio
 import concurrent.futures
 import contextlib
-import dataclasses
 import threading
 from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
 from typing import Any, TypeVar
@@ -210,7 +209,7 @@ class BaseClient(abc.ABC):
             asked = outputs if outputs is not None or known is None else list(known.names)
             try:
                 results = await self._infer(
-                    dataclasses.replace(request, inputs=rest, outputs=asked),
+                    request._replace(inputs=rest, outputs=asked),
                     in_regions=placed,
                     out_regions=slots,
                 )

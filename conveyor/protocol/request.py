@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -33,9 +34,11 @@ class SequenceInfo:
     end: bool = False
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class InferenceRequest:
+class InferenceRequest(NamedTuple):
     """One request for ``model``: its inputs and how the engine should run it.
+
+    Immutable (a named tuple: built once per request, it costs a third of a frozen
+    dataclass); ``request._replace(timeout=...)`` makes a changed copy.
 
     ``version``: None or "" for the model's latest. ``outputs``: the outputs wanted (None:
     all). ``priority``: higher runs first, 0 the default. ``timeout``: seconds the request

@@ -18,7 +18,6 @@ which holds every sequence's state, and a sequence whose replica died is lost, a
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
@@ -170,7 +169,7 @@ class RemoteEngine:
             raise Unsupported(NO_STREAMING)
         # The replica serves the version chosen here; views over the HTTP body become
         # owned arrays when Ray pickles them.
-        request = dataclasses.replace(request, version=str(served.version))
+        request = request._replace(version=str(served.version))
         future = InferFuture()
         future.request_id = request.id
         future.model_name = served.name

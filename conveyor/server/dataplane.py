@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import dataclasses
 import logging
 import time
 from collections.abc import Mapping
@@ -326,7 +325,7 @@ class DataPlane(TraceExtension):
             if wait_limit <= 0:
                 raise DeadlineExceeded("the request's deadline passed before it was queued")
             if request.timeout is None or wait_limit < request.timeout:
-                request = dataclasses.replace(request, timeout=wait_limit)
+                request = request._replace(timeout=wait_limit)
         if shared_memory:
             return self._infer_in_regions(shared_memory, request, classifications, trace)
         return self._submit(request, classifications, trace)
@@ -416,7 +415,7 @@ class DataPlane(TraceExtension):
             resolved = dict(request.inputs)
             for name, tensor in use.inputs.items():
                 resolved[name] = shm.read_input(lease, name, tensor, request.model)
-            request = dataclasses.replace(request, inputs=resolved)
+            request = request._replace(inputs=resolved)
             # A classified output is written as its classes, never as the model made it.
             classes = classifications or {}
             destinations = {

@@ -3,8 +3,6 @@ infer frames carry every plain tensor exactly (anything else says it must be pic
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import pytest
 
@@ -77,7 +75,7 @@ def test_a_call_keeps_every_plain_tensor_and_refuses_the_rest(datatype: str) -> 
     assert kind == infer_frames.INFER_CALL
     call_id, got, wait_limit = infer_frames.read_call(meta, buffers)
     assert (call_id, wait_limit) == (5, 0.5)
-    assert dataclasses.replace(got, inputs={}) == dataclasses.replace(sent, inputs={})
+    assert got._replace(inputs={}) == sent._replace(inputs={})
     received = got.inputs["x"]
     assert received.dtype == array.dtype and received.shape == array.shape
     assert received.tobytes() == array.tobytes()
@@ -90,6 +88,6 @@ def test_a_default_request_round_trips_and_strided_tensors_are_refused() -> None
     [(_, meta, buffers)] = wire.FrameReader().feed(stream_of(parts))
     _, got, wait_limit = infer_frames.read_call(meta, buffers)
     assert wait_limit is None
-    assert dataclasses.replace(got, inputs={}) == dataclasses.replace(sent, inputs={})
+    assert got._replace(inputs={}) == sent._replace(inputs={})
     strided = np.arange(12).reshape(3, 4)[:, ::2]
     assert infer_frames.reply_frame(1, (None, None, None), {"y": strided}) is None
