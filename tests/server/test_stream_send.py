@@ -3,10 +3,11 @@
 A real ``conveyor serve`` per gRPC transport serves ``flood``: a decoupled model with one
 instance that sends COUNT responses of SIZE int32 each, as fast as they are taken. A stalled
 client opens a stream to it and reads nothing (gRPC: a raw HTTP/2 client that advertises a
-zero window; SSE: a socket that is never read). Meanwhile another client's request to the
-same model must be answered (the stalled request is cancelled after the timeout, 2 s here,
-which frees the instance), the stalled stream must end with the error that names the
-option, and the server's memory must not grow stall after stall.
+zero window; SSE: a socket not read past the response's head). Meanwhile another client's
+request to the same model must be answered once the timeout (2 s here) has passed: the
+stalled request held the instance until then, and is cancelled at it. The stalled stream
+must end with the error that names the option, and the server's memory must not grow
+stall after stall.
 """
 
 from __future__ import annotations
@@ -127,6 +128,10 @@ def stalled_grpc_stream(server: RunningServer) -> RawClient:
     client = RawClient(server.grpc_port, window=0, give_back=False)
     stream_id = client.headers("ModelStreamInfer")
     client.data(stream_id, grpc_message(flood_request(1_000_000, 1024)), end_stream=False)
+    # The response headers go with the first response: the model runs this request now,
+    # on its one instance.
+    while not client.answers[stream_id].headers:
+        assert client.read_frame() is not None, "the connection closed"
     return client
 
 
@@ -138,9 +143,10 @@ def test_a_grpc_stream_whose_client_reads_nothing_is_ended_and_frees_the_model(
     before = process.memory_info().rss
     for _ in range(3):
         with stalled_grpc_stream(server) as stalled:
-            # (a) the one instance is free again once the stalled request is cancelled.
+            # (a) the one instance is free again once the stalled request is cancelled,
+            # at the timeout (not before: the stalled request held it till then).
             took = grpc_bystander(server, wait=TIMEOUT_S + 15)
-            assert took < TIMEOUT_S + 10
+            assert TIMEOUT_S * 0.8 < took < TIMEOUT_S + 10
             # (b) the stalled stream ends with the error naming the option. Conveyor's
             # transport sends it at the timeout; grpcio only after the response its write
             # holds, so the client gives window back to read on.
@@ -154,8 +160,9 @@ def test_a_grpc_stream_whose_client_reads_nothing_is_ended_and_frees_the_model(
             assert answer.reset is None
             assert answer.status() == RESOURCE_EXHAUSTED
             assert OPTION in answer.message() and f"{TIMEOUT_S:g} s" in answer.message()
-            # At most the one response that was waiting for window was sent.
-            assert len(answer.messages()) <= 1
+            # Only what the transport held: none on Conveyor's (the call ended before the
+            # window opened), what grpcio's write buffer took on grpcio's.
+            assert len(answer.messages()) < (1 if server.transport == "conveyor" else 1000)  # type: ignore[attr-defined]
     # (c) three stalls cost no lasting memory.
     grown = process.memory_info().rss - before
     assert grown < 32 * 1024 * 1024, f"RSS grew {grown / 2**20:.0f} MiB"
@@ -221,11 +228,18 @@ def test_an_sse_stream_whose_client_reads_nothing_is_closed_and_frees_the_model(
     before = process.memory_info().rss
     for _ in range(3):
         with socket.create_connection(("127.0.0.1", server.http_port), timeout=20) as stalled:
-            # 64 KiB responses, endless, never read: the socket's buffers fill, then the
+            # 64 KiB responses, endless, not read past the response's head (which comes
+            # with the first one: the model runs it): the socket's buffers fill, then the
             # server's transport's, then the model's stream.
             stalled.sendall(sse_request(server.http_port, 1_000_000, 16 * 1024))
+            head = b""
+            while b"\r\n\r\n" not in head:
+                chunk = stalled.recv(1)
+                assert chunk, "the connection closed"
+                head += chunk
+            assert head.startswith(b"HTTP/1.1 200")
             took = sse_bystander(server, wait=TIMEOUT_S + 15)
-            assert took < TIMEOUT_S + 10
+            assert TIMEOUT_S * 0.8 < took < TIMEOUT_S + 10
             # The server closed the connection: what it had sent is read, then the end.
             deadline = time.monotonic() + 20
             received = 0
