@@ -26,6 +26,7 @@ import psutil
 import pytest
 import tritonclient.grpc as grpcclient
 
+from conveyor import cli
 from conveyor.protocol.grpc._generated import grpc_service_pb2 as pb
 from conveyor.testing import RunningServer, run_server
 from tests.models import RepoBuilder
@@ -259,3 +260,8 @@ def test_an_sse_stream_whose_client_reads_nothing_is_closed_and_frees_the_model(
     assert "HTTP stream closed: the client took none of this stream's responses for " in (
         server.output()
     )
+
+
+def test_a_negative_timeout_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["serve", OPTION, "-1"]) == 2
+    assert "stream_send_timeout must be >= 0 seconds (0: no limit)" in capsys.readouterr().err
