@@ -290,6 +290,7 @@ def protocol_front_ends(
             backlog=s.backlog,
             sock=http_socket,
             access=data_plane.access_log,
+            stream_send_timeout=s.stream_send_timeout,
         ),
         GRPCFrontEnd(
             data_plane,
@@ -301,6 +302,7 @@ def protocol_front_ends(
             tls=tls,
             reuse_port=grpc_port is not None,
             transport=s.grpc_transport.value,
+            stream_send_timeout=s.stream_send_timeout,
         ),
     ]
 

@@ -23,6 +23,7 @@ from conveyor.errors import RepositoryError
 from conveyor.protocol.limits import DEFAULT_MAX_MESSAGE_BYTES
 from conveyor.protocol.shared_memory import is_loopback
 from conveyor.repository.checks import check_root
+from conveyor.server import stream_send
 from conveyor.server.grpc.h2 import limits as h2_limits
 from conveyor.server.log_settings import LogFormat, LogSettings
 from conveyor.server.tracing.config import TraceConfig, parse_trace_config
@@ -193,6 +194,14 @@ class Settings:
             "Conveyor's own transport)"
         ),
     )
+    stream_send_timeout: float = dataclasses.field(
+        default=stream_send.DEFAULT_STREAM_SEND_TIMEOUT_S,
+        metadata=_option(
+            "seconds a streamed response (gRPC ModelStreamInfer, HTTP generate_stream) may "
+            "wait for its client to read before the stream is ended with an error and its "
+            "request cancelled, so the model instance serves others (0: no limit)"
+        ),
+    )
     backlog: int = dataclasses.field(
         default=DEFAULT_LISTEN_BACKLOG,
         metadata=_option(
@@ -332,7 +341,10 @@ class Settings:
             raise ValueError("grpc_max_concurrent_streams must be at least 1")
         if self.grpc_max_header_list_bytes < 1024:
             raise ValueError("grpc_max_header_list_bytes must be at least 1024")
-        for name in ("grpc_handshake_timeout", "grpc_idle_timeout", "grpc_send_timeout"):
+        for name in (
+            "grpc_handshake_timeout", "grpc_idle_timeout", "grpc_send_timeout",
+            "stream_send_timeout",
+        ):  # fmt: skip
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0 seconds (0: no limit)")
         if self.drain_timeout < 0:

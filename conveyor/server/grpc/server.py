@@ -23,6 +23,7 @@ from conveyor.server.grpc.auth import TokenInterceptor
 from conveyor.server.grpc.h2.limits import Limits
 from conveyor.server.grpc.service import bind, generic_handler
 from conveyor.server.grpc.servicer import InferenceServicer
+from conveyor.server.stream_send import DEFAULT_STREAM_SEND_TIMEOUT_S
 
 if TYPE_CHECKING:
     from conveyor.server.grpc.h2.server import H2Server
@@ -161,6 +162,7 @@ class GRPCFrontEnd:
         reuse_port: bool = False,
         transport: str = "conveyor",
         limits: Limits | None = None,
+        stream_send_timeout: float = DEFAULT_STREAM_SEND_TIMEOUT_S,
     ) -> None:
         if transport not in ("conveyor", "grpcio"):
             raise ValueError(f"transport must be 'conveyor' or 'grpcio', got {transport!r}")
@@ -173,6 +175,7 @@ class GRPCFrontEnd:
         self._port = port
         self._max_message_bytes = max_message_bytes
         self._limits = limits
+        self._stream_send_timeout = stream_send_timeout
         self._server: grpc.aio.Server | H2Server | None = None
         self._servicer: InferenceServicer | None = None
 
@@ -183,7 +186,7 @@ class GRPCFrontEnd:
 
     async def start(self) -> None:
         # Kept, so a drain can end its open streams.
-        self._servicer = InferenceServicer(self._data)
+        self._servicer = InferenceServicer(self._data, self._stream_send_timeout)
         start = start_conveyor_grpc_server if self._transport == "conveyor" else start_grpc_server
         self._server = await start(
             self._servicer,

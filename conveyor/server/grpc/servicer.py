@@ -8,10 +8,12 @@ to a status. Every method runs on the server's asyncio loop and never blocks it.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import grpc
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError, Message
 
@@ -31,16 +33,21 @@ from conveyor.server.grpc.errors import (
 from conveyor.server.grpc.service import Codecs, unparseable
 from conveyor.server.grpc.trace import trace_setting, traceparent
 from conveyor.server.infer_life import InferLife
+from conveyor.server.stream_send import DEFAULT_STREAM_SEND_TIMEOUT_S, stalled_message
 
 if TYPE_CHECKING:
     from conveyor.server.dataplane import DataPlane
 
 R = TypeVar("R", bound=Message)
 
+log = logging.getLogger("conveyor.server.grpc")
+
 # Put on an open stream's answer queue when the server starts draining.
 _DRAIN = object()
 # A decoupled request ended with no response to send for its end.
 _ANSWERED = object()
+# A response waited past the send timeout: the stream ends with an error.
+_STALLED = object()
 
 
 class _Partial:
@@ -53,11 +60,26 @@ class _Partial:
         self.written = written
 
 
+class _Progress:
+    """When the transport last took one of a stream's answers, and whether it stalled."""
+
+    __slots__ = ("at", "stalled")
+
+    def __init__(self, at: float) -> None:
+        self.at = at
+        self.stalled = False
+
+
 class InferenceServicer:
     """The service's methods over one data plane; see :meth:`implementations`."""
 
-    def __init__(self, data: DataPlane) -> None:
+    def __init__(
+        self, data: DataPlane, stream_send_timeout: float = DEFAULT_STREAM_SEND_TIMEOUT_S
+    ) -> None:
+        """``stream_send_timeout``: seconds a stream's response may wait for its client to
+        read before the stream is ended (0: no limit; see ``conveyor.server.stream_send``)."""
         self.data = data
+        self._send_timeout = stream_send_timeout
         self._clock = time.perf_counter
         self._access = data.access_log
         # Each open ModelStreamInfer's answer queue, so a drain can end the idle ones.
@@ -183,13 +205,35 @@ class InferenceServicer:
         loop = asyncio.get_running_loop()
         data = self.data
         # Answers, in the order their requests completed; None: the request stream ended;
-        # _DRAIN: the server is draining, so end the stream once nothing is unanswered.
+        # _DRAIN: the server is draining, so end the stream once nothing is unanswered;
+        # _STALLED: the client stopped reading, so end it with an error.
         answers: asyncio.Queue[bytes | pb.ModelStreamInferResponse | object | None] = (
             asyncio.Queue()
         )
         running: set[InferFuture] = set()  # submitted, not yet completed: cancelled on exit
         pumps: set[asyncio.Task[None]] = set()  # decoupled requests' responses: cancelled on exit
         unanswered = 0  # requests read whose answer is not yet written
+        # The transport took an answer at this time (loop clock): a pump whose response
+        # waits longer than the send timeout with no answer taken meanwhile ends the stream.
+        sent = _Progress(loop.time())
+
+        def stalled() -> None:
+            """The client took nothing for the send timeout: end the call (the transport
+            sends the status, or resets the stream, as it can) and with it every request."""
+            if sent.stalled:
+                return
+            sent.stalled = True
+            message = stalled_message(self._send_timeout)
+            log.info("gRPC ModelStreamInfer ended: %s", message)
+            abort_now = getattr(context, "abort_now", None)
+            if abort_now is not None:
+                # Conveyor's transport ends the call at once: its status, or a reset if a
+                # message is half-written; the handler is cancelled out of its write.
+                abort_now(grpc.StatusCode.RESOURCE_EXHAUSTED, message)
+            else:
+                # grpcio cannot end a call while a write waits: the status follows that
+                # write, once the client reads again (or goes with its connection).
+                answers.put_nowait(_STALLED)
 
         def finished(future: InferFuture, call: converters.InferCall, life: InferLife) -> None:
             running.discard(future)  # on the loop, in completion order
@@ -212,7 +256,9 @@ class InferenceServicer:
                         call = converters.infer_call(request, raw)
                         if data.is_decoupled(call.model, call.version):
                             flagged = decoupled.wants_final_flag(request)
-                            pump = self._stream_responses(call, flagged, answers, life)
+                            pump = self._stream_responses(
+                                call, flagged, answers, life, sent, stalled
+                            )
                             pumps.add(asyncio.create_task(pump))
                             continue
                         future = self._submit(life, call, context)
@@ -250,12 +296,16 @@ class InferenceServicer:
                 if answer is _DRAIN:
                     reading = False  # requests already read are still answered
                     continue
+                if answer is _STALLED:
+                    message = stalled_message(self._send_timeout)
+                    await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, message)
                 if answer is None:
                     reading = False
                     reader.result()  # re-raise what ended the request stream, if anything
                     continue
                 if isinstance(answer, _Partial):
                     yield answer.payload
+                    sent.at = loop.time()
                     answer.written.set()  # the pump may take the next response
                     continue
                 unanswered -= 1
@@ -263,6 +313,7 @@ class InferenceServicer:
                     continue
                 assert isinstance(answer, bytes | list | pb.ModelStreamInferResponse)
                 yield answer
+                sent.at = loop.time()
         finally:
             self._streams.discard(answers)
             reader.cancel()
@@ -277,11 +328,15 @@ class InferenceServicer:
         final_flag: bool,
         answers: asyncio.Queue[Any],
         life: InferLife,
+        sent: _Progress,
+        stalled: Callable[[], None],
     ) -> None:
         """One request to a decoupled model: each response onto ``answers`` as it comes,
         the next only once the previous was written (a slow client slows the model), then
         the end of the request (an empty final response, for a client that asked).
-        ``life``: the request's, ended with it."""
+        ``life``: the request's, ended with it. A response the stream's client does not
+        take within the send timeout (``sent``: when it last took any) cancels the request
+        and ends the stream (``stalled``)."""
         model, request_id = call.model, call.request_id
         ok = False
         try:
@@ -297,7 +352,9 @@ class InferenceServicer:
                 written = asyncio.Event()
                 payload = decoupled.partial_response_bytes(model, version, request_id, outputs)
                 answers.put_nowait(_Partial(payload, written))
-                await written.wait()
+                if not await self._taken(written, sent):
+                    stalled()
+                    return  # the finally closes the stream: the model's next send fails
             if final_flag:
                 answers.put_nowait(decoupled.final_response(model, version, request_id))
             else:
@@ -309,6 +366,25 @@ class InferenceServicer:
         finally:
             stream.close()
             life.stream_ended(version, request_id, ok)
+
+    async def _taken(self, written: asyncio.Event, sent: _Progress) -> bool:
+        """Wait until ``written``; False once the stream's client took nothing (no answer
+        of the stream written) for the send timeout since this response was queued."""
+        timeout = self._send_timeout
+        if timeout <= 0:
+            await written.wait()
+            return True
+        loop = asyncio.get_running_loop()
+        queued = loop.time()  # the clock runs from now, or from the last answer taken
+        while not written.is_set():
+            left = max(queued, sent.at) + timeout - loop.time()
+            if left <= 0:
+                return False
+            try:
+                await asyncio.wait_for(written.wait(), left)
+            except TimeoutError:
+                continue  # another answer may have been written meanwhile: look again
+        return True
 
     # -- health and metadata --------------------------------------------------------------
 

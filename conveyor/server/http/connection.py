@@ -59,6 +59,7 @@ from conveyor.server.http.routes import (
     PendingInfer,
     Reply,
 )
+from conveyor.server.stream_send import stalled_message
 
 log = logging.getLogger("conveyor.http")
 
@@ -121,6 +122,7 @@ class FrontEnd(Protocol):
     max_body_bytes: int
     header_timeout: float
     body_timeout: float
+    stream_send_timeout: float  # a streamed reply's client reads nothing this long: closed
     connections: set[HTTPProtocol]
     scratch: memoryview
     date: bytes  # the Date header line, refreshed every second
@@ -396,14 +398,37 @@ class HTTPProtocol(asyncio.BufferedProtocol):
                 transport.write(framing.frame(chunk))
                 continue
             transport.write(framing.frame(chunk))
-            while self._write_paused and self._transport is not None:
-                self._drained = self._loop.create_future()
-                await self._drained
+            if self._write_paused and not await self._drain_within(
+                self._front_end.stream_send_timeout
+            ):
+                return False
         if self._transport is None:
             return False
         if framing.last_chunk:
             transport.write(framing.last_chunk)
         return True
+
+    async def _drain_within(self, timeout: float) -> bool:
+        """Wait until the transport's buffer drains; after ``timeout`` seconds (0: no limit)
+        with nothing of it taken, the connection is closed (the model's responses are not
+        held for a client that stopped reading) and False returned."""
+        while self._write_paused and self._transport is not None:
+            self._drained = self._loop.create_future()
+            if timeout <= 0:
+                await self._drained
+                continue
+            unsent = self._transport.get_write_buffer_size()
+            try:
+                await asyncio.wait_for(self._drained, timeout)
+            except TimeoutError:
+                if self._transport is None:
+                    return False
+                if self._transport.get_write_buffer_size() < unsent:
+                    continue  # a slow reader, not a stopped one: its clock starts again
+                log.info("HTTP stream closed: %s", stalled_message(timeout))
+                self._transport.abort()  # its unsent bytes go too: nobody reads them
+                return False
+        return self._transport is not None
 
     @staticmethod
     def _error(exc: BaseException) -> Reply:

@@ -29,6 +29,7 @@ from conveyor.server.settings import (
     DEFAULT_HTTP_KEEP_ALIVE_S,
     DEFAULT_LISTEN_BACKLOG,
 )
+from conveyor.server.stream_send import DEFAULT_STREAM_SEND_TIMEOUT_S
 
 log = logging.getLogger("conveyor.http")
 
@@ -66,9 +67,11 @@ class HTTPToolsFrontEnd:
         backlog: int = BACKLOG,
         access: AccessLog | None = None,
         sock: socket.socket | None = None,
+        stream_send_timeout: float = DEFAULT_STREAM_SEND_TIMEOUT_S,
     ) -> None:
         """``sock``: a listening socket to serve (one shared by several front-end
-        processes) instead of binding ``host``:``port``."""
+        processes) instead of binding ``host``:``port``. ``stream_send_timeout``: seconds a
+        streamed reply (generate_stream) may wait for its client to read (0: no limit)."""
         self.name = name
         # Read by every connection; a front end given none writes no access lines.
         self.access = access if access is not None else AccessLog()
@@ -88,6 +91,7 @@ class HTTPToolsFrontEnd:
         self.header_timeout = header_timeout
         self.body_timeout = body_timeout
         self.keep_alive_timeout = keep_alive_timeout
+        self.stream_send_timeout = stream_send_timeout
         self._ssl = ssl_context
         self.connections: set[HTTPProtocol] = set()
         self.scratch = memoryview(bytearray(_SCRATCH_BYTES))

@@ -43,7 +43,7 @@ _END_ALIGNMENT = 64
 class CallContext:
     """``grpc.aio.ServicerContext``'s methods that the servicer uses, for one call."""
 
-    __slots__ = ("_code", "_deadline", "_details", "_done", "_metadata", "opened")
+    __slots__ = ("_code", "_deadline", "_details", "_done", "_ender", "_metadata", "opened")
 
     def __init__(self, metadata: Metadata, timeout: float | None) -> None:
         self._metadata = metadata
@@ -54,6 +54,8 @@ class CallContext:
         # When the call's headers arrived (perf_counter): a traced unary call's
         # GRPC_WAITREAD_START, so its trace covers the read of its message.
         self.opened = time.perf_counter()
+        # Ends the call from outside its handler (set by the connection for a stream).
+        self._ender: Callable[[grpc.StatusCode, str], None] | None = None
 
     def add_done_callback(self, callback: Callable[[CallContext], object]) -> None:
         """Call ``callback(context)`` once the call has ended: its status sent, or the call
@@ -64,6 +66,7 @@ class CallContext:
 
     def ended(self) -> None:
         """The call ended: run the done callbacks, once."""
+        self._ender = None  # it refers to the connection: no cycle outlives the call
         callbacks, self._done = self._done, None
         for callback in callbacks or ():
             try:
@@ -76,6 +79,15 @@ class CallContext:
         self._code = code
         self._details = details
         raise grpc.aio.AbortError()
+
+    def abort_now(self, code: grpc.StatusCode, details: str) -> None:
+        """End the call with ``code`` from another task than its handler, even while the
+        handler waits to write (a client that stopped reading): the status, or a reset if
+        a message is half-sent; the handler is cancelled."""
+        self._code = code
+        self._details = details
+        if self._ender is not None:
+            self._ender(code, details)
 
     def code(self) -> grpc.StatusCode | None:
         return self._code
@@ -164,6 +176,7 @@ class Call:
         "headers_sent",
         "messages",
         "method",
+        "partway",
         "remote_closed",
         "stream",
         "stream_id",
@@ -182,6 +195,7 @@ class Call:
         self.headers_sent = False
         self.remote_closed = False  # the client sent END_STREAM
         self.finished = False  # our END_STREAM (or a reset) is sent
+        self.partway = False  # a response message is partly sent: no trailers until it ends
         self.task: asyncio.Task[None] | None = None
         # Complete messages, unread; a compressed one stays compressed (a _Deflated) until
         # it is taken, so unread messages hold what the client sent, not what it inflates to.

@@ -15,6 +15,8 @@ window, or finds the transport's buffer full, waits for the client.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import logging
 import weakref
 from typing import Any, Protocol
@@ -374,6 +376,7 @@ class GrpcConnection(asyncio.BufferedProtocol):
         if head.timeout is not None:
             call.deadline_timer = self._loop.call_later(head.timeout, self._deadline_passed, call)
         if method.streaming:
+            context._ender = functools.partial(self._abandon, call)
             call.task = self._loop.create_task(self._stream(call))
         elif event.ended:
             self._end(call, grpc.StatusCode.INTERNAL, "the call sent no request message")
@@ -431,9 +434,9 @@ class GrpcConnection(asyncio.BufferedProtocol):
         method = call.method
         assert method is not None
         context = call.context
+        requests = call.requests(self._give_credit, self._message_failed)
+        responses = method.function(requests, context)
         try:
-            requests = call.requests(self._give_credit, self._message_failed)
-            responses = method.function(requests, context)
             async for response in responses:
                 payload = method.serialize(response)
                 if not self._send(call, payload, False):
@@ -447,7 +450,30 @@ class GrpcConnection(asyncio.BufferedProtocol):
             log.exception("gRPC stream %s failed", call.stream_id)
             self._end(call, grpc.StatusCode.UNKNOWN, f"Unexpected {type(exc)}: {exc}")
             return
+        finally:
+            # The handler's own cleanup (its requests cancelled) runs now, not whenever the
+            # generator is collected.
+            aclose = getattr(responses, "aclose", None)
+            if aclose is not None:
+                with contextlib.suppress(Exception):
+                    await aclose()
         self._end(call, grpc.StatusCode.OK, "")
+
+    def _abandon(self, call: Call, code: grpc.StatusCode, message: str) -> None:
+        """End a streaming call from outside its handler (``CallContext.abort_now``), even
+        while a response waits for window: its status if no message is half-sent (trailers
+        may follow whole messages only), else a reset (RST_STREAM CANCEL). The handler is
+        cancelled out of the write it waits in."""
+        if call.finished or self._closed:
+            return
+        task = call.task
+        if call.partway:
+            self._core.reset_stream(call.stream, f.CANCEL)
+            self._finished(call)
+        else:
+            self._end(call, code, message)
+        if task is not None:
+            task.cancel()
 
     # -- sending --------------------------------------------------------------------------
 
@@ -530,6 +556,7 @@ class GrpcConnection(asyncio.BufferedProtocol):
                 # Every frame the windows allow now, in one write.
                 left -= room
                 core.send_data(stream, room, cursor.take)
+                call.partway = left > 0  # trailers may not follow until the message ends
                 self._flush()
                 if deadline is not None and timeout is not None:
                     deadline = self._loop.time() + timeout  # progress: the clock restarts

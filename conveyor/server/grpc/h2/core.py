@@ -52,6 +52,7 @@ MAX_FRAME = 2**24 - 1
 
 # Entries one SETTINGS frame may carry (nghttp2's default): more is ENHANCE_YOUR_CALM.
 MAX_SETTINGS_ENTRIES = 32
+RESOURCE_EXHAUSTED = 8  # the gRPC status of a call refused for its headers' size
 
 
 def server_preface(limits: Limits) -> bytes:
@@ -507,6 +508,9 @@ class H2Core:
             # RFC 9113 5.1.2: past the advertised limit, a stream is refused (not served).
             self._answer(f.rst_stream(stream_id, f.REFUSED_STREAM))
             return
+        if decoded.size > limits.max_header_list_bytes:
+            self._refuse_headers(stream_id, ended, decoded.size)
+            return
         if self._header_bytes + decoded.size > limits.header_bytes:
             self._answer(f.rst_stream(stream_id, f.REFUSED_STREAM))
             return
@@ -523,6 +527,24 @@ class H2Core:
         stream.header_bytes = decoded.size
         self._header_bytes += decoded.size
         events.append(RequestReceived(stream_id, decoded.fields, ended))
+
+    def _refuse_headers(self, stream_id: int, ended: bool, size: int) -> None:
+        """A request whose headers were decoded whole (the HPACK table is in step) but are
+        over the limit: refused on its own stream, the connection goes on. As gRPC's C core
+        answers: a trailers-only RESOURCE_EXHAUSTED (then RST_STREAM NO_ERROR if the client
+        is still sending). Each refusal spends a glitch token: a client cannot make the
+        server decode oversized blocks without end."""
+        self._glitch("a header list over the limit")
+        self.last_stream = stream_id
+        stream = Stream(stream_id, ended)
+        self.streams[stream_id] = stream
+        limit = self.limits.max_header_list_bytes
+        message = (
+            f"received metadata size exceeds the limit ({size} vs. {limit} bytes, "
+            "SETTINGS_MAX_HEADER_LIST_SIZE)"
+        )
+        block = f.RESPONSE_HEADERS + f.status_fields(RESOURCE_EXHAUSTED, message)
+        self.send_headers(stream, block, end_stream=True)
 
     def _reset(self, stream: Stream, code: int, events: list[Event]) -> None:
         """A stream error: RST_STREAM ``code``, and the owner told."""

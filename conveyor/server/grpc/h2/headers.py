@@ -24,7 +24,16 @@ class HeaderBlockError(Exception):
 
 
 class HeaderListTooLarge(HeaderBlockError):
-    """A header block that decodes past the header-list limit (decoding stopped there)."""
+    """A header block that decodes past the decoding cap (decoding stopped there, so the
+    connection's table may be out of step with the client's: the connection must end)."""
+
+
+# A block is decoded to its end up to this many times the header-list limit: one over the
+# limit but within it leaves the table in step and is refused on its own stream (as gRPC's
+# C core refuses metadata past its limits with RESOURCE_EXHAUSTED and keeps the
+# connection); past it, decoding stops (a few bytes a field naming one large table entry
+# must not decode to megabytes) and the connection ends.
+DECODE_HEADROOM = 4
 
 
 # Request pseudo-headers (RFC 9113 8.3.1) and fields that HTTP/2 forbids (8.2.2).
@@ -84,15 +93,17 @@ class HeaderDecoder:
 
     A client repeating a call sends the same few bytes (indexed fields) each time; their
     meaning changes only when the table does, so the cache is emptied whenever it does.
-    Decoding stops past ``max_header_list_size`` bytes of fields: a block of a few bytes per
-    field that names one large table entry many times is not decoded to megabytes.
+    A block is decoded whole up to ``DECODE_HEADROOM`` times ``max_header_list_size`` bytes
+    of fields (its caller refuses one past the limit by ``Decoded.size``); decoding stops
+    past that: a block of a few bytes per field that names one large table entry many times
+    is not decoded to megabytes.
     """
 
     __slots__ = ("_decoded", "_decoder")
 
     def __init__(self, max_header_list_size: int) -> None:
         self._decoder = hpack.Decoder()
-        self._decoder.max_header_list_size = max_header_list_size
+        self._decoder.max_header_list_size = DECODE_HEADROOM * max_header_list_size
         self._decoded: dict[bytes, Decoded] = {}
 
     def decode(self, block: bytes) -> Decoded:
@@ -106,7 +117,8 @@ class HeaderDecoder:
         except hpack.OversizedHeaderListError:
             limit = self._decoder.max_header_list_size
             raise HeaderListTooLarge(
-                f"a header list over {limit} bytes (SETTINGS_MAX_HEADER_LIST_SIZE)"
+                f"a header list decoding to over {limit} bytes ({DECODE_HEADROOM} times "
+                "SETTINGS_MAX_HEADER_LIST_SIZE)"
             ) from None
         except Exception as exc:  # hpack's errors
             raise HeaderBlockError(f"bad header block: {exc}") from None

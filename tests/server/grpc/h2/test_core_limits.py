@@ -247,9 +247,10 @@ def test_streams_past_max_concurrent_streams_are_refused() -> None:
     assert isinstance(peer.send(peer.headers(9))[0], RequestReceived)  # room again
 
 
-def test_a_header_list_past_the_limit_is_enhance_your_calm() -> None:
-    """One 4 KB table entry named many times by one-byte references: decoding stops at the
-    limit instead of building megabytes of strings."""
+def test_a_header_list_far_past_the_limit_is_enhance_your_calm() -> None:
+    """One 4 KB table entry named many times by one-byte references: decoding stops at four
+    times the limit instead of building megabytes of strings; the block is not decoded to
+    its end, so the HPACK table cannot be trusted and the connection ends."""
     peer = Peer(Limits(max_header_list_bytes=16 * 1024))
     big = ("x-big", "v" * 4000)
     block = peer.encoder.encode([*REQUEST, big]) + b"\xbe" * 60  # index 62: the entry
@@ -340,10 +341,60 @@ def test_bad_grpc_timeouts_do_not_parse() -> None:
 
 def test_a_block_of_empty_literals_is_cut_off_at_the_header_list_limit() -> None:
     """24 KB of empty "literal without indexing" fields (three bytes each): HPACK's measure
-    counts 32 bytes a field, so decoding stops after 512 of them, not 12,000."""
+    counts 32 bytes a field, so decoding stops after 2,048 of them (four times the 16 KiB
+    limit), not 8,000."""
     peer = Peer()
     block = peer.encoder.encode(REQUEST) + b"\x00\x00\x00" * 8000
     start = time.process_time()
     events = peer.send(hf.HeadersFrame(1, block, flags=["END_HEADERS"]))
     assert time.process_time() - start < 0.5
+    goaway(peer, events, f.ENHANCE_YOUR_CALM)
+
+
+def answers(peer: Peer) -> list[tuple[int, int, int, bytes]]:
+    """(type, stream id, flags, payload) of each frame the core queued."""
+    data = b"".join(bytes(piece) for piece in peer.core.data_to_send())
+    out, at = [], 0
+    while at < len(data):
+        length, kind, flags, stream_id = f.parse_header(data, at)
+        out.append((kind, stream_id, flags, data[at + 9 : at + 9 + length]))
+        at += 9 + length
+    return out
+
+
+def test_headers_over_the_limit_but_decoded_whole_refuse_only_their_stream() -> None:
+    """20 fields of 900 bytes, past a 16 KiB limit: the block is decoded to its end (the
+    HPACK table stays in step), the call gets RESOURCE_EXHAUSTED trailers-only (gRPC's C
+    core's answer) and the connection serves the next call, whose block names by index a
+    field the refused block added to the table."""
+    peer = Peer(Limits(max_header_list_bytes=16 * 1024))
+    metadata = [(f"x-m{index}", str(index) * 900) for index in range(20)]
+    big = peer.encoder.encode([*REQUEST, *metadata])  # each field enters both tables
+    events = peer.send(
+        hf.HeadersFrame(1, big[:16_000]),
+        hf.ContinuationFrame(1, big[16_000:], flags=["END_HEADERS"]),
+    )
+    assert not [e for e in events if isinstance(e, RequestReceived | ConnectionTerminated)]
+    frames = answers(peer)
+    (headers,) = [(flags, payload) for kind, sid, flags, payload in frames if kind == f.HEADERS]
+    flags, payload = headers
+    assert flags & f.END_STREAM
+    decoded = dict(hpack.Decoder().decode(payload))
+    assert decoded["grpc-status"] == "8"  # RESOURCE_EXHAUSTED
+    assert "16384" in decoded["grpc-message"] and "exceeds" in decoded["grpc-message"]
+    # The client had not ended its stream: it is told to stop sending (RFC 9113 8.1).
+    assert (f.RST_STREAM, 1, 0, bytes(4)) in frames
+    assert not peer.core.terminated
+    block = peer.encoder.encode([*REQUEST, metadata[-1]])
+    assert len(block) < 100  # the 900-byte value goes as an index into the table
+    events = peer.send(hf.HeadersFrame(3, block, flags=["END_HEADERS"]))
+    (received,) = [e for e in events if isinstance(e, RequestReceived)]
+    assert (b"x-m19", b"19" * 900) in received.fields
+
+
+def test_oversized_header_lists_spend_the_glitch_budget() -> None:
+    peer = Peer(Limits(max_header_list_bytes=1024, glitch_burst=20, glitch_rate=1.0))
+    fields = [*REQUEST, ("x-big", "v" * 2000)]
+    frames = [peer.headers(stream_id, fields) for stream_id in range(1, 2 * 30, 2)]
+    events = peer.send(*frames)
     goaway(peer, events, f.ENHANCE_YOUR_CALM)

@@ -387,3 +387,25 @@ def test_a_response_its_client_never_takes_is_reset_after_the_send_timeout(
         attacker.send_frames(hf.WindowUpdateFrame(3, window_increment=1 << 20))
         assert attacker.until_closed(3).status() == OK
     served(server)
+
+
+def test_metadata_over_the_limit_refuses_its_call_and_keeps_the_connection(
+    server: RunningServer,
+) -> None:
+    """20 fields of 900 bytes (past the 16 KiB default): that call gets RESOURCE_EXHAUSTED,
+    as grpcio's C core answers, and the same connection serves the next call, whose header
+    block names by index a field the refused call added to the HPACK table."""
+    request = grpc_message(pb.ServerLiveRequest().SerializeToString())
+    metadata = [(f"x-m{index}", str(index) * 900) for index in range(20)]
+    with RawClient(server.grpc_port) as client:
+        refused = client.headers("ServerLive", extra=metadata, split=16_000)
+        client.data(refused, request)
+        answer = client.until_closed(refused)
+        assert answer.status() == 8  # RESOURCE_EXHAUSTED
+        assert "exceeds the limit" in answer.message() and "16384" in answer.message()
+        served_here = client.headers("ServerLive", extra=metadata[-1:])
+        client.data(served_here, request)
+        answer = client.until_closed(served_here)
+        assert answer.status() == OK
+        assert pb.ServerLiveResponse.FromString(answer.messages()[0]).live
+    served(server)
