@@ -119,15 +119,20 @@ class InferenceServicer:
             "ModelStreamInfer": (_read_infer_request, _write_infer_response),
         }
 
-    async def ModelInfer(self, received: Received | InvalidInput, context: Context) -> Any:
+    async def ModelInfer(self, received: Message_, context: Context) -> Any:
         # Not @answering_errors: the hot path keeps its one try block.
         started = self._clock()
         life = None
         try:
             if isinstance(received, InvalidInput):
                 raise received  # the message itself could not be parsed
+            if isinstance(received, LargeMessage):
+                received, call = await received.decoded()
+            else:
+                call = None
             life = self._life(received[0].model_name, context, started)
-            call = converters.infer_call(*received)
+            if call is None:
+                call = converters.infer_call(*received)
             future = self._submit(life, call, context)
             try:
                 outputs = await future
@@ -172,12 +177,10 @@ class InferenceServicer:
         # perf_counter and perf_counter_ns: one clock
         return InferLife(data, "grpc", model, arrived, traceparent(context), int(opened * 1e9))
 
-    def _access_failed(
-        self, received: Received | InvalidInput, exc: Exception, seconds: float
-    ) -> None:
+    def _access_failed(self, received: Message_, exc: Exception, seconds: float) -> None:
         """The access line of a ModelInfer call that fails with ``exc``."""
         kind = exc.kind if isinstance(exc, ConveyorError) else ErrorKind.INTERNAL
-        request = None if isinstance(received, InvalidInput) else received[0]
+        request = received[0] if isinstance(received, tuple) else None
         self._access.grpc(
             "ModelInfer",
             request.model_name if request is not None else None,
@@ -195,7 +198,7 @@ class InferenceServicer:
         )
 
     async def ModelStreamInfer(
-        self, requests: AsyncIterator[Received | InvalidInput], context: Context
+        self, requests: AsyncIterator[Message_], context: Context
     ) -> AsyncIterator[bytes | list[Any] | pb.ModelStreamInferResponse]:
         """Run every request of the stream at once; answer each the moment it completes.
 
@@ -249,11 +252,20 @@ class InferenceServicer:
                     if isinstance(received, InvalidInput):
                         answers.put_nowait(_stream_error("", "", "", received))
                         continue
+                    call = None
+                    if isinstance(received, LargeMessage):
+                        try:
+                            received, call = await received.decoded()
+                        except Exception as exc:
+                            error = as_conveyor_error(exc, "stream")
+                            answers.put_nowait(_stream_error("", "", "", error))
+                            continue
                     request, raw = received
                     # Each request of the stream is traced on its own.
                     life = self._life(request.model_name, context, self._clock(), in_stream=True)
                     try:
-                        call = converters.infer_call(request, raw)
+                        if call is None:
+                            call = converters.infer_call(request, raw)
                         if data.is_decoupled(call.model, call.version):
                             flagged = decoupled.wants_final_flag(request)
                             pump = self._stream_responses(
@@ -533,7 +545,45 @@ def _setting_value(value: pb.LogSettingsRequest.SettingValue) -> bool | int | st
     return None if choice is None else getattr(value, choice)
 
 
-def _read_infer_request(data: bytes) -> Received | InvalidInput:
+# An infer request message at least this large is parsed and converted on a worker thread,
+# not the event loop: the protobuf scan and one array per input cost time linear in its
+# size (a 64 MiB message of tiny fields took 1.8 s), which would stall every other call.
+LARGE_MESSAGE_BYTES = 1 << 20
+
+
+class LargeMessage:
+    """An infer request message too large to read on the event loop (see
+    :data:`LARGE_MESSAGE_BYTES`); :meth:`decoded` reads it on a worker thread."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    async def decoded(self) -> tuple[Received, converters.InferCall]:
+        """The parsed message and the request it carries; raises as the handler would."""
+        return await asyncio.to_thread(_decode_large, self.data)
+
+
+def _decode_large(data: bytes) -> tuple[Received, converters.InferCall]:
+    received = _parse_infer_request(data)
+    if isinstance(received, InvalidInput):
+        raise received
+    return received, converters.infer_call(*received)
+
+
+# What a ModelInfer handler receives: the parsed message, why it could not be parsed, or a
+# large message to parse off the loop.
+Message_ = Received | InvalidInput | LargeMessage
+
+
+def _read_infer_request(data: bytes) -> Received | InvalidInput | LargeMessage:
+    if len(data) >= LARGE_MESSAGE_BYTES:
+        return LargeMessage(data)
+    return _parse_infer_request(data)
+
+
+def _parse_infer_request(data: bytes) -> Received | InvalidInput:
     # The raw tensors stay views into the received bytes (wire.split_raw): no copies.
     try:
         return wire.split_raw(data, pb.ModelInferRequest, wire.RAW_INPUT_FIELD)
