@@ -21,11 +21,14 @@ The layouts (``--workers``, comma-separated): ``1`` is one process (``--workers 
         --generator perf_analyzer --rounds 3            # the lighter generator, alternating
     PERF_ANALYZER=... python -m benchmarks.frontends --generator perf_analyzer \
         --workers 1,1p,2 --rate-per-front-end 1500      # the same load on each front end
+    python -m benchmarks.frontends --generator bench --rounds 3 --concurrency 16
+        # conveyor bench (HTTP binary) pinned to the last core: no perf_analyzer needed
 
 The load generator shares the machine's cores with the server. Its Python threads
 (``--generator threads``, the default) take a core of their own and more, and the server's
 processes then pay for the contention (more context switches and cache misses per request,
-most of all with several processes). perf_analyzer (C++) costs far less; with it the
+most of all with several processes). perf_analyzer (C++) costs far less, and so does
+``conveyor bench`` (``--generator bench``, on the last core only); with either, the
 answered requests are counted from the server's own statistics over the whole run, CPU
 included. With ``--rounds`` the front-end counts alternate, so load from elsewhere hits
 each alike, and the median round of each is kept.
@@ -44,7 +47,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -55,7 +60,7 @@ from typing import Any
 import numpy as np
 import psutil
 
-from benchmarks.common import RESULTS, machine_line, markdown
+from benchmarks.common import RESULTS, child_env, machine_line, markdown, pinned
 from benchmarks.shared_memory import find_perf_analyzer
 from conveyor.testing import RunningServer, run_server
 from tests.models import RepoBuilder
@@ -184,6 +189,32 @@ def throughput_perf_analyzer(
     return answered_after - answered_before, per_process, elapsed
 
 
+def throughput_bench(
+    server: RunningServer, concurrency: int, duration: float
+) -> tuple[int, list[float], float]:
+    """(requests answered, each server process's CPU-seconds, wall seconds) over one
+    ``conveyor bench`` run (closed loop, HTTP binary) in a child process pinned to the last
+    core: a generator that costs the server's cores about a tenth of Python threads'."""
+    command = [
+        sys.executable, "-m", "conveyor", "bench", "tiny", "--url", server.http_url,
+        "-c", str(concurrency), "-d", str(duration), "--warmup", "0.5", "-q",
+    ]  # fmt: skip
+    processes = server_processes(server)
+    answered_before, cpu_before = answered_so_far(server), cpu_seconds(processes)
+    started = time.perf_counter()
+    generator = {sorted(os.sched_getaffinity(0))[-1]}
+    with pinned(generator):
+        done = subprocess.run(
+            command, capture_output=True, text=True, timeout=60 + 2 * duration, env=child_env()
+        )
+    elapsed = time.perf_counter() - started
+    cpu_after, answered_after = cpu_seconds(processes), answered_so_far(server)
+    if done.returncode != 0:
+        raise RuntimeError(f"conveyor bench failed:\n{done.stdout}{done.stderr}")
+    per_process = [after - before for before, after in zip(cpu_before, cpu_after, strict=True)]
+    return answered_after - answered_before, per_process, elapsed
+
+
 def layout_arguments(layout: str) -> tuple[list[str], int]:
     """(``conveyor serve`` options, front ends) of a layout: ``1`` (one process), ``1p``
     (one front-end process) or ``N`` (N front-end processes)."""
@@ -201,7 +232,11 @@ def measure(layout: str, args: argparse.Namespace, repository: Path) -> dict[str
             time.sleep(2)  # every front end listening (they start beside the engine)
         seconds = sorted(latency(server, args.latency_requests))
         rate = None if args.rate_per_front_end is None else args.rate_per_front_end * front_ends
-        if args.perf_analyzer is None:
+        if args.generator == "bench":
+            answered, per_process, elapsed = throughput_bench(
+                server, args.concurrency, args.duration
+            )
+        elif args.perf_analyzer is None:
             answered, per_process = throughput(server, args.concurrency, args.duration)
             elapsed = args.duration
         else:
@@ -315,8 +350,9 @@ def main() -> None:
     parser.add_argument("--latency-requests", type=int, default=500)
     parser.add_argument("--quick", action="store_true", help="smoke test: short windows")
     parser.add_argument(
-        "--generator", choices=("threads", "perf_analyzer"), default="threads",
-        help="tritonclient in Python threads, or perf_analyzer (PERF_ANALYZER or on PATH)",
+        "--generator", choices=("threads", "perf_analyzer", "bench"), default="threads",
+        help="tritonclient in Python threads, perf_analyzer (PERF_ANALYZER or on PATH), or "
+        "conveyor bench pinned to the last core",
     )  # fmt: skip
     parser.add_argument("--rounds", type=int, default=1, help="alternating rounds (median kept)")
     parser.add_argument(
