@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from conveyor.wakeups import mailbox
+
 Outputs = dict[str, np.ndarray]
 # A response parameter's value, as Triton's responses carry them (its backends set bool,
 # int and str; the front ends send them as JSON values and typed gRPC parameters).
@@ -149,7 +151,26 @@ class InferFuture(concurrent.futures.Future[Outputs]):
         return cancelled
 
     def __await__(self) -> Generator[Any, None, Outputs]:
-        return asyncio.wrap_future(self).__await__()
+        """Await from any asyncio loop; no thread waits. Cancelling the awaiting task
+        cancels the request (dropped if still queued), as ``asyncio.wrap_future`` does."""
+        if not self.done():
+            loop = asyncio.get_running_loop()
+            waiter = loop.create_future()
+            box = mailbox(loop)  # the engine thread's wakeup is shared with other answers
+            self.add_done_callback(lambda _: box.post(_wake, waiter))
+            try:
+                yield from waiter
+            except asyncio.CancelledError:
+                self.cancel()
+                raise
+        if self.cancelled():
+            raise asyncio.CancelledError()
+        return self.result()
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 def as_completed(

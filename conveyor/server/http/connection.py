@@ -60,6 +60,7 @@ from conveyor.server.http.routes import (
     Reply,
 )
 from conveyor.server.stream_send import stalled_message
+from conveyor.wakeups import mailbox
 
 log = logging.getLogger("conveyor.http")
 
@@ -142,6 +143,7 @@ class HTTPProtocol(asyncio.BufferedProtocol):
         self._tracer = front_end.tracer
         self._limit = front_end.max_body_bytes
         self._loop = front_end.loop
+        self._mailbox = mailbox(front_end.loop)
         self._requests = RequestParser(self._limit, front_end.authorize)
         self._transport: asyncio.Transport | None = None
         self._scratch = front_end.scratch
@@ -291,9 +293,8 @@ class HTTPProtocol(asyncio.BufferedProtocol):
                 # connection) rather than holding it: future -> callback -> pending -> future
                 # would be a cycle keeping the results (outputs in a client's shared-memory
                 # region are views of it) alive until the garbage collector runs.
-                pending.future.add_done_callback(
-                    lambda _: self._loop.call_soon_threadsafe(self._infer_done, request)
-                )
+                box = self._mailbox  # one wakeup of the loop for answers that come together
+                pending.future.add_done_callback(lambda _: box.post(self._infer_done, request))
                 return
             self._task = self._loop.create_task(self._route(request, body))
         except Exception as exc:
