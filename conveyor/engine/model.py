@@ -153,6 +153,8 @@ class ModelVersion:
                 config.max_batch_size,
                 batching.max_queue_delay_us / 1e6,
                 batching.preferred_batch_sizes,
+                batching.max_padded_elements,
+                tuple(sorted(self._ragged)),
             )
             if batching is not None
             else None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import itertools
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -27,6 +28,12 @@ class BatchPolicy:
     max_batch_size: int
     max_queue_delay_s: float
     preferred_batch_sizes: tuple[int, ...] = ()
+    # Bound on a batch's padded size: rows x the widest row of the ``ragged`` inputs (each
+    # request's row padded to the batch's largest shape). 0: no bound. A request larger
+    # than the bound alone still runs, alone. On one core a transformer runs a batch of long
+    # texts slower per text than a few at a time (the activations leave the cache).
+    max_padded_elements: int = 0
+    ragged: tuple[str, ...] = ()
 
 
 class RequestQueue:
@@ -137,15 +144,20 @@ class RequestQueue:
         if policy.preferred_batch_sizes:
             target = min(target, policy.preferred_batch_sizes[-1])
         dispatch_at = first[2].enqueued + policy.max_queue_delay_s
+        cap = _PaddedCap(policy, first[2]) if policy.max_padded_elements else None
         skipped: list[_Entry] = []
         try:
             while True:
-                while self._heap and total < target:
+                while self._heap and total < target and not (cap and cap.full(total)):
                     entry = heapq.heappop(self._heap)
                     request = entry[2]
                     if request.future.cancelled():
                         continue
-                    if request.batch_key != key or total + request.batch_size > target:
+                    if (
+                        request.batch_key != key
+                        or total + request.batch_size > target
+                        or (cap and not cap.admit(request, total))
+                    ):
                         skipped.append(entry)
                         continue
                     held.append(entry)
@@ -157,7 +169,8 @@ class RequestQueue:
                     heapq.heappush(self._heap, entry)
                 skipped.clear()
                 now = self.clock()
-                if total >= target or now >= dispatch_at or self._closed:
+                full = total >= target or (cap is not None and cap.full(total))
+                if full or now >= dispatch_at or self._closed:
                     break
                 self._sleep(dispatch_at - now)
             held, released = _fit_preferred(held, total, policy.preferred_batch_sizes)
@@ -168,6 +181,37 @@ class RequestQueue:
         if released:
             self._cond.notify()
         return [entry[2] for entry in held if self._start(entry[2])]
+
+
+class _PaddedCap:
+    """The padded size of a batch being formed, against ``policy.max_padded_elements``."""
+
+    def __init__(self, policy: BatchPolicy, first: Request) -> None:
+        self.limit = policy.max_padded_elements
+        self.names = [name for name in policy.ragged if name in first.inputs]
+        self.widest = {name: first.inputs[name].shape[1:] for name in self.names}
+        self.row = _row_elements(self.widest)
+
+    def admit(self, request: Request, rows: int) -> bool:
+        """Widen the batch for ``request`` (joining ``rows`` rows) if it stays in bounds."""
+        widest = {
+            name: tuple(map(max, self.widest[name], request.inputs[name].shape[1:]))
+            for name in self.names
+        }
+        row = _row_elements(widest)
+        if (rows + request.batch_size) * row > self.limit:
+            return False
+        self.widest, self.row = widest, row
+        return True
+
+    def full(self, rows: int) -> bool:
+        """No request can join: one more row at the current width is past the bound."""
+        return (rows + 1) * self.row > self.limit
+
+
+def _row_elements(widest: dict[str, tuple[int, ...]]) -> int:
+    """Elements of one padded row of the widest ragged input."""
+    return max((math.prod(shape) for shape in widest.values()), default=0)
 
 
 def _fit_preferred(

@@ -57,6 +57,9 @@ class TensorSpec:
 class DynamicBatching:
     max_queue_delay_us: int = 0
     preferred_batch_sizes: tuple[int, ...] = ()
+    # The most elements a batch's ragged input may hold once padded (rows x the longest
+    # request's row): 0 = no limit. config.toml only; Triton has no such field.
+    max_padded_elements: int = 0
     # Triton's priority levels (config.pbtxt): 0 = none. With N levels a request's priority
     # is a level, 1 the highest to N the lowest; 0 or one past N takes the default level.
     priority_levels: int = 0
@@ -170,7 +173,7 @@ _TOP_KEYS = {
 _TENSOR_KEYS = {"name", "datatype", "shape", "optional"}
 _INPUT_KEYS = _TENSOR_KEYS | {"allow_ragged_batch"}
 _OUTPUT_KEYS = _TENSOR_KEYS | {"label_filename"}
-_BATCHING_KEYS = {"max_queue_delay_us", "preferred_batch_sizes"}
+_BATCHING_KEYS = {"max_queue_delay_us", "preferred_batch_sizes", "max_padded_elements"}
 
 
 def load_config_file(path: Path, name: str) -> dict[str, Any]:
@@ -260,6 +263,9 @@ def parse_config(name: str, raw: Mapping[str, Any], *, backend: str | None = Non
                 "dynamic_batching.max_queue_delay_us", section.get("max_queue_delay_us", 0), 0
             ),
             preferred_batch_sizes=preferred_sizes,
+            max_padded_elements=integer(
+                "dynamic_batching.max_padded_elements", section.get("max_padded_elements", 0), 0
+            ),
         )
 
     decoupled = raw.get("decoupled", False)
@@ -282,6 +288,11 @@ def parse_config(name: str, raw: Mapping[str, Any], *, backend: str | None = Non
 
     inputs = _tensors(raw.get("inputs", []), "inputs", fail)
     outputs = _tensors(raw.get("outputs", []), "outputs", fail)
+    if batching and batching.max_padded_elements and not any(t.allow_ragged_batch for t in inputs):
+        raise fail(
+            "dynamic_batching.max_padded_elements bounds the padded size of ragged inputs; "
+            "declare allow_ragged_batch = true on the inputs it should bound"
+        )
     steps = _ensemble_steps(name, raw, chosen_backend, inputs, outputs, fail)
     ray = parse_ray_scaling(raw.get("ray", {}), fail, toml_key)
     openai = None

@@ -48,6 +48,9 @@ max_batch_size = {max_batch_size}
 
 [dynamic_batching]
 max_queue_delay_us = 0
+# Word pieces per batch, padding included: on one core a batch of long texts runs slower per
+# text than a few at a time; short texts still batch by dozens.
+max_padded_elements = {max_padded_elements}
 
 [[inputs]]
 name = "input_ids"
@@ -75,6 +78,8 @@ max_inputs = {max_batch_size}
 """
 # The most texts one request (and one batch of requests) may hold.
 MAX_TEXTS = 256
+# The most word pieces (rows x the longest text's, padding included) one encoder batch holds.
+MAX_BATCH_TOKENS = 512
 
 _ENSEMBLE_CONFIG = """\
 # Sentence embeddings: tokenizer, then encoder (mean-pooled, L2-normalised).
@@ -156,7 +161,12 @@ def _link_encoder(encoder_file: Path, folder: Path, backend: str) -> None:
     """A model folder whose model.onnx is the one built file (a symlink: 90 MB once)."""
     (folder / "1").mkdir(parents=True, exist_ok=True)
     (folder / "config.toml").write_text(
-        _ENCODER_CONFIG.format(backend=backend, max_batch_size=MAX_TEXTS, hidden=HIDDEN)
+        _ENCODER_CONFIG.format(
+            backend=backend,
+            max_batch_size=MAX_TEXTS,
+            hidden=HIDDEN,
+            max_padded_elements=MAX_BATCH_TOKENS,
+        )
     )
     link = folder / "1" / "model.onnx"
     if link.is_symlink() or link.exists():
