@@ -98,6 +98,7 @@ class RequestOptions:
 
 
 DEFAULT_OPTIONS = RequestOptions()
+BINARY_OUTPUT_OPTIONS = RequestOptions(binary_data_output=True)
 
 
 def request_options(parameters: Any) -> RequestOptions:
@@ -108,6 +109,13 @@ def request_options(parameters: Any) -> RequestOptions:
         raise InvalidInput(f"request 'parameters' must be an object, got {_kind(parameters)}")
     if not parameters:
         return DEFAULT_OPTIONS
+    if len(parameters) == 1:
+        # What most clients send, if anything (tritonclient, conveyor bench): no new object.
+        value = parameters.get("binary_data_output")
+        if value is True:
+            return BINARY_OUTPUT_OPTIONS
+        if value is False:
+            return DEFAULT_OPTIONS
     priority = _unsigned(parameters, "priority", "request parameter")
     timeout = _unsigned(parameters, "timeout", "request parameter (microseconds)")
     binary = flag(parameters, "binary_data_output", "request parameter")
