@@ -1,4 +1,5 @@
-"""Conveyor beside MLServer and KServe's ModelServer: one run, one generator, the ratios docs/benchmarks.md reports.
+"""Conveyor beside MLServer and KServe's ModelServer: one run, one generator, the ratios
+docs/benchmarks.md reports.
 
     python -m benchmarks.peers.run_all [--rounds 2] [--duration 5] [--models tiny]
         [--mlserver-python PATH] [--kserve-python PATH]
@@ -195,9 +196,10 @@ def round_table(result: dict[str, Any], models: Sequence[str], concurrency: Sequ
 
 
 def ratios(result: dict[str, Any], model: str, c: int) -> list[tuple[str, str, str, str]]:
-    """(ratio, by infer/s, by infer per server CPU-second, target) for the targets docs/benchmarks.md sets,
-    from one round. Per CPU-second holds where the server did not get its whole core (a
-    shared machine); in-process, the CPU is the whole process's (engine and generator)."""
+    """(ratio, by infer/s, by infer per server CPU-second, target) for the targets
+    docs/benchmarks.md sets, from one round. Per CPU-second holds where the server did not
+    get its whole core (a shared machine); in-process, the CPU is the whole process's
+    (engine and generator)."""
 
     def per_s(row: dict[str, Any]) -> float:
         return float(row["infer_per_s"])
