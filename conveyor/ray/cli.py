@@ -63,9 +63,11 @@ def _deploy(args: argparse.Namespace) -> int:
     try:
         require_ray_serve()
         from conveyor.ray.app import asks
+        from conveyor.ray.rollout import unscheduled_after_s
 
         application = build_app(args.repository)
         wanted = asks(args.repository)
+        unscheduled_after = unscheduled_after_s()
     except ConveyorError as exc:
         print(f"conveyor ray deploy: {exc.message}", file=sys.stderr)
         return 2
@@ -97,7 +99,10 @@ def _deploy(args: argparse.Namespace) -> int:
         wait_for_ingress_deployment_creation=False,
         wait_for_applications_running=False,
     )
-    failure = wait_running(APP_NAME, wanted, args.timeout, _say, wait_for_nodes=args.wait_for_nodes)
+    failure = wait_running(
+        APP_NAME, wanted, args.timeout, _say,
+        wait_for_nodes=args.wait_for_nodes, unscheduled_after=unscheduled_after,
+    )  # fmt: skip
     if failure is not None:
         print(
             f"conveyor ray deploy: {failure}. The application stays deployed (Ray Serve "

@@ -10,21 +10,47 @@ application fails, a replica cannot be scheduled, or the time is up.
 
 from __future__ import annotations
 
+import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import ray
 from ray import serve
 
+from conveyor.errors import ConveyorError
 from conveyor.ray.resources import Ask, Cluster
 
 POLL_S = 1.0
-# Ray Serve's status message for a replica no node has room for, which it sets after 30 s
-# of waiting. Trusted only once this command has waited that long itself: until then the
-# message may be about the replicas of an earlier deploy, which this one replaces.
+# Ray Serve's status message for a replica no node has room for. Serve's controller sets it
+# once a replica has waited RAY_SERVE_SLOW_STARTUP_WARNING_S (default 30 s), at most every
+# RAY_SERVE_SLOW_STARTUP_WARNING_PERIOD_S (default 30 s). Trusted only once this command
+# has waited that long itself, plus a margin: until then the message may be about the
+# replicas of an earlier deploy, which this one replaces.
 UNSCHEDULED = "to be scheduled"
-UNSCHEDULED_AFTER_S = 35.0
+UNSCHEDULED_MARGIN_S = 5.0
+# Serve's own variables, in the order Serve reads them (the RAY_ name first), and default.
+SLOW_STARTUP_VARIABLES = {
+    "RAY_SERVE_SLOW_STARTUP_WARNING_S": "SERVE_SLOW_STARTUP_WARNING_S",
+    "RAY_SERVE_SLOW_STARTUP_WARNING_PERIOD_S": "SERVE_SLOW_STARTUP_WARNING_PERIOD_S",
+}
+SLOW_STARTUP_DEFAULT_S = 30
+
+
+def unscheduled_after_s(environ: Mapping[str, str] = os.environ) -> float:
+    """How long to wait before trusting Serve's "to be scheduled" message: the later of
+    Serve's warning delay and period, as the cluster reads them from the same variables
+    (set them for ``ray start`` and for this command alike), plus a margin."""
+    seconds = []
+    for name, older in SLOW_STARTUP_VARIABLES.items():
+        text = environ.get(name, environ.get(older, str(SLOW_STARTUP_DEFAULT_S)))
+        try:
+            seconds.append(int(text))
+        except ValueError:
+            raise ConveyorError(
+                f"{name} must be a whole number of seconds (as Ray Serve reads it), got {text!r}"
+            ) from None
+    return max(seconds) + UNSCHEDULED_MARGIN_S
 
 
 def word(state: Any) -> str:
@@ -51,12 +77,16 @@ def wait_running(
     say: Callable[[str], None],
     *,
     wait_for_nodes: bool = False,
+    unscheduled_after: float | None = None,
 ) -> str | None:
-    """Wait for ``app_name`` to be RUNNING; None when it is, else why it is not."""
+    """Wait for ``app_name`` to be RUNNING; None when it is, else why it is not.
+    ``unscheduled_after`` defaults to :func:`unscheduled_after_s`."""
     asked = {ask.deployment: ask for ask in asks}
     shown: dict[str, str] = {}
     started = time.monotonic()
     deadline = started + timeout
+    if unscheduled_after is None:
+        unscheduled_after = unscheduled_after_s()
     while True:
         app = serve.status().applications.get(app_name)
         if app is not None:
@@ -70,7 +100,7 @@ def wait_running(
                 return None
             if state in ("DEPLOY_FAILED", "UNHEALTHY"):
                 return f"application {app_name!r} is {state}: " + _troubles(app)
-            trust = not wait_for_nodes and time.monotonic() - started >= UNSCHEDULED_AFTER_S
+            trust = not wait_for_nodes and time.monotonic() - started >= unscheduled_after
             for name, deployment in sorted(app.deployments.items()):
                 if trust and UNSCHEDULED in (deployment.message or ""):
                     ask = asked.get(name)
