@@ -4,6 +4,7 @@ Over HTTP and gRPC, with tritonclient."""
 
 from __future__ import annotations
 
+import time
 import urllib.request
 from collections.abc import Callable
 from typing import Any
@@ -274,7 +275,16 @@ def test_queue_full_and_queue_timeout(protocol: str, compat_server: RunningServe
 
     try:
         send(2)
-        wait_until(lambda: _pending(compat_server, "sleepy") >= 1, timeout=30, what="a wait")
+
+        def one_runs_one_waits() -> bool:
+            # One queued in two readings 0.2 s apart: the steady state (the first request
+            # runs for 1 s), not a moment when both are still queued or one has not arrived.
+            if _pending(compat_server, "sleepy") != 1:
+                return False
+            time.sleep(0.2)
+            return _pending(compat_server, "sleepy") == 1
+
+        wait_until(one_runs_one_waits, timeout=30, what="one running, one waiting")
         message = message_of(lambda: client.infer("sleepy", sleep_for(0.0), timeout=50_000))
         assert message.startswith("Request timeout expired: "), message
         send(5)  # the timed-out one left when the instance freed: one runs, two wait
