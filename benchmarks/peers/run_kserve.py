@@ -21,12 +21,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from benchmarks.common import free_port, pinned
-from benchmarks.peers.run_mlserver import MODELS, _ready
+from benchmarks.peers.run_mlserver import MODELS, serving
 
 HERE = Path(__file__).resolve().parent
 VENV = HERE / ".venv-kserve"
@@ -80,18 +79,5 @@ def kserve_server(
                    "--http_port", str(http_port), "--grpc_port", str(grpc_port)]  # fmt: skip
         with log.open("ab") as out, pinned(cpus):
             process = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
-        http_url = f"http://127.0.0.1:{http_port}"
-        try:
-            deadline = time.monotonic() + 120
-            while not _ready(http_url):
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"KServe's ModelServer did not become ready; see {log}")
-                time.sleep(0.2)
-            yield http_url, f"grpc://127.0.0.1:{grpc_port}"
-        finally:
-            process.terminate()
-            try:
-                process.wait(30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(10)
+        with serving(process, "KServe's ModelServer", http_port, grpc_port, log) as urls:
+            yield urls

@@ -127,6 +127,28 @@ def _ready(url: str) -> bool:
 
 
 @contextlib.contextmanager
+def serving(
+    process: subprocess.Popen[bytes], name: str, http_port: int, grpc_port: int, log: Path
+) -> Iterator[tuple[str, str]]:
+    """A peer server's (HTTP URL, gRPC URL) once it answers ready; stopped on exit."""
+    http_url = f"http://127.0.0.1:{http_port}"
+    try:
+        deadline = time.monotonic() + 120
+        while not _ready(http_url):
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{name} did not become ready; see {log}")
+            time.sleep(0.2)
+        yield http_url, f"grpc://127.0.0.1:{grpc_port}"
+    finally:
+        process.terminate()
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
+
+
+@contextlib.contextmanager
 def mlserver(python: Path, cpus: set[int] | None, log: Path) -> Iterator[tuple[str, str]]:
     http_port, grpc_port, metrics_port = free_port(), free_port(), free_port()
     with tempfile.TemporaryDirectory() as tmp:
@@ -140,21 +162,8 @@ def mlserver(python: Path, cpus: set[int] | None, log: Path) -> Iterator[tuple[s
                 stdout=out,
                 stderr=subprocess.STDOUT,
             )
-        http_url = f"http://127.0.0.1:{http_port}"
-        try:
-            deadline = time.monotonic() + 120
-            while not _ready(http_url):
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"MLServer did not become ready; see {log}")
-                time.sleep(0.2)
-            yield http_url, f"grpc://127.0.0.1:{grpc_port}"
-        finally:
-            process.terminate()
-            try:
-                process.wait(30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(10)
+        with serving(process, "MLServer", http_port, grpc_port, log) as urls:
+            yield urls
 
 
 def measure(
