@@ -15,28 +15,19 @@ from typing import Protocol
 import numpy as np
 
 from conveyor.futures import InferFuture
-from conveyor.protocol.request import SequenceInfo
+from conveyor.protocol.request import InferenceRequest, SequenceInfo
 from conveyor.repository.config import ModelConfig
 
 
 class ModelCaller(Protocol):
-    """Submits a request to another model of the same engine (``Engine.submit``'s shape).
+    """Submits a request to another model of the same engine (``Engine.submit_request``).
 
     Given to a backend at load, so model code can call other models (Triton's Business Logic
     Scripting) through the same queues and statistics as every other request, without the
     backend importing the engine.
     """
 
-    def __call__(
-        self,
-        model: str,
-        inputs: Mapping[str, np.ndarray],
-        *,
-        version: int | str | None = None,
-        outputs: Sequence[str] | None = None,
-        timeout: float | None = None,
-        request_id: str | None = None,
-    ) -> InferFuture: ...
+    def __call__(self, request: InferenceRequest) -> InferFuture: ...
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -30,6 +30,7 @@ from conveyor.backends.specs import check_declared, file_tensor_spec
 from conveyor.errors import InvalidInput, RepositoryError
 from conveyor.repository.config import ModelConfig, TensorSpec
 from conveyor.repository.onnxruntime_options import OPTION_KEYS
+from conveyor.repository.tables import unknown_key
 
 _DATATYPE_OF_ORT = {
     "tensor(bool)": "BOOL",
@@ -179,12 +180,8 @@ class SessionOptions:
     @classmethod
     def from_config(cls, config: ModelConfig) -> SessionOptions:
         options = dict(config.backend_options)
-        unknown = set(options) - OPTION_KEYS
-        if unknown:
-            raise RepositoryError(
-                f"model {config.name!r}: unknown key {sorted(unknown)[0]!r} in [onnxruntime]; "
-                f"known keys are {', '.join(sorted(OPTION_KEYS))}"
-            )
+        if problem := unknown_key(options, OPTION_KEYS, "[onnxruntime]"):
+            raise RepositoryError(f"model {config.name!r}: {problem}")
         level = options.get("graph_optimization_level", "all")
         if level not in _OPTIMIZATION_LEVELS:
             raise RepositoryError(

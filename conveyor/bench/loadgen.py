@@ -152,15 +152,7 @@ async def _closed_slot(client: Client, end: int, rec: _Recorder) -> None:
         start = monotonic_ns()
         if start >= end:
             return
-        rec.sent += 1
-        error: BaseException | None = None
-        try:
-            await client.infer()
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            error = exc
-        rec.record(start, start, monotonic_ns(), error)
+        await _one(client, start, rec, start)
 
 
 async def _open_schedule(

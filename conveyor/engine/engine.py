@@ -555,7 +555,7 @@ class Engine:
         failed: dict[int, str] = {}
         reason = ""
         for version in source.versions:
-            running, failure = _load_version(source, version, self.submit, self)
+            running, failure = _load_version(source, version, self.submit_request, self)
             if running is not None:
                 loaded[version] = running
             else:
@@ -563,7 +563,7 @@ class Engine:
             reason = failure or reason
         for version in source.fallbacks if not loaded else ():
             # The latest failed: serve the newest older version that loads, and say so.
-            running, failure = _load_version(source, version, self.submit, self)
+            running, failure = _load_version(source, version, self.submit_request, self)
             if running is not None:
                 loaded[version] = running
                 latest = source.versions[-1]

@@ -209,12 +209,8 @@ def encode_response_parts(
             # shape only, as Triton does (its C++ client reads any output 'parameters' as
             # binary data and fails without 'binary_data_size').
             pass
-        elif request.wants_binary(name):
-            chunk = binary.tensor_bytes(array, datatype)
-            entry["parameters"] = {"binary_data_size": len(chunk)}
-            buffers.append(chunk)
         else:
-            entry["data"] = json_codec.encode_data(array, datatype, f"output {name!r}")
+            _carry(entry, array, datatype, request.wants_binary(name), buffers, "output")
         outputs.append(entry)
     response: dict[str, Any] = {"model_name": model_name, "model_version": model_version}
     if request.id is not None:
@@ -224,6 +220,25 @@ def encode_response_parts(
         response["parameters"] = dict(parameters)
     response["outputs"] = outputs
     return json_codec.dumps(response), buffers
+
+
+def _carry(
+    entry: dict[str, Any],
+    array: np.ndarray,
+    datatype: str,
+    as_binary: bool,
+    buffers: list[binary.Chunk],
+    kind: str,
+) -> None:
+    """Put ``array`` into its tensor ``entry``: as binary data (its bytes appended to
+    ``buffers``, its size in the entry's parameters) or as JSON ``data``. ``kind``: input
+    or output, for an error naming the tensor."""
+    if as_binary:
+        chunk = binary.tensor_bytes(array, datatype)
+        entry["parameters"] = {"binary_data_size": len(chunk)}
+        buffers.append(chunk)
+    else:
+        entry["data"] = json_codec.encode_data(array, datatype, f"{kind} {entry['name']!r}")
 
 
 # ---- the client's side ----------------------------------------------------------------
@@ -251,12 +266,7 @@ def encode_request(
         array = np.asarray(value)
         datatype = datatype_of(array.dtype)
         entry: dict[str, Any] = {"name": name, "shape": array.shape, "datatype": datatype}
-        if binary_data:
-            chunk = binary.tensor_bytes(array, datatype)
-            entry["parameters"] = {"binary_data_size": len(chunk)}
-            buffers.append(chunk)
-        else:
-            entry["data"] = json_codec.encode_data(array, datatype, f"input {name!r}")
+        _carry(entry, array, datatype, binary_data, buffers, "input")
         tensors.append(entry)
     for name, placed in (in_regions or {}).items():
         tensors.append(

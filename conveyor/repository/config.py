@@ -21,6 +21,7 @@ from conveyor.repository.ensemble import ENSEMBLE, EnsembleStep, check_graph, pa
 from conveyor.repository.openai_spec import OpenAIEmbeddings, parse_openai
 from conveyor.repository.ray_scaling import RayScaling, parse_ray_scaling, toml_key
 from conveyor.repository.sequences import SequenceBatching, parse_sequence_batching
+from conveyor.repository.tables import unknown_key
 
 
 class InstanceKind(enum.StrEnum):
@@ -192,12 +193,8 @@ def parse_config(name: str, raw: Mapping[str, Any], *, backend: str | None = Non
 
     # Each backend's options table, [onnxruntime] or [python], is named after the backend.
     sections = set(backend_names())
-    unknown = set(raw) - _TOP_KEYS - sections
-    if unknown:
-        raise fail(
-            f"unknown config key {sorted(unknown)[0]!r}; known keys are "
-            f"{', '.join(sorted(_TOP_KEYS | sections))}"
-        )
+    if problem := unknown_key(raw, _TOP_KEYS | sections, None):
+        raise fail(problem)
 
     def integer(key: str, value: Any, minimum: int) -> int:
         if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
@@ -244,9 +241,8 @@ def parse_config(name: str, raw: Mapping[str, Any], *, backend: str | None = Non
         section = raw["dynamic_batching"]
         if not isinstance(section, dict):
             raise fail("dynamic_batching must be a table ([dynamic_batching])")
-        bad = set(section) - _BATCHING_KEYS
-        if bad:
-            raise fail(f"unknown key {sorted(bad)[0]!r} in [dynamic_batching]")
+        if problem := unknown_key(section, _BATCHING_KEYS, "[dynamic_batching]"):
+            raise fail(problem)
         if max_batch_size == 0:
             raise fail("dynamic_batching needs max_batch_size > 0")
         preferred = section.get("preferred_batch_sizes", [])
@@ -357,9 +353,9 @@ def _tensors(raw: Any, section: str, fail: Any) -> tuple[TensorSpec, ...]:
         where = f"{section}[{index}]"
         if not isinstance(entry, dict):
             raise fail(f"{where} must be a table")
-        bad = set(entry) - (_OUTPUT_KEYS if section == "outputs" else _INPUT_KEYS)
-        if bad:
-            raise fail(f"unknown key {sorted(bad)[0]!r} in {where}")
+        known = _OUTPUT_KEYS if section == "outputs" else _INPUT_KEYS
+        if problem := unknown_key(entry, known, where):
+            raise fail(problem)
         name = entry.get("name")
         if not isinstance(name, str) or not name:
             raise fail(f"{where} needs a name")

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from conveyor.errors import RepositoryError
+from conveyor.repository.tables import unknown_key
 
 ENSEMBLE = "ensemble"  # the backend (and V2 platform) name of an ensemble
 # How deep ensembles may nest (an ensemble whose step is an ensemble is 2 deep). Each level
@@ -49,12 +50,8 @@ def parse_steps(name: str, raw: Any) -> tuple[EnsembleStep, ...]:
         where = f"steps[{index}]"
         if not isinstance(entry, dict):
             raise fail(f"{where} must be a table")
-        unknown = set(entry) - _STEP_KEYS
-        if unknown:
-            raise fail(
-                f"unknown key {sorted(unknown)[0]!r} in {where}; known keys are "
-                f"{', '.join(sorted(_STEP_KEYS))}"
-            )
+        if problem := unknown_key(entry, _STEP_KEYS, where):
+            raise fail(problem)
         model = entry.get("model")
         if not isinstance(model, str) or not model:
             raise fail(f"{where} needs model (the name of the model it runs)")

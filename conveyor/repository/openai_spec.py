@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from conveyor.errors import RepositoryError
+from conveyor.repository.tables import unknown_key
 
 # OpenAI's own limit on inputs per request; characters per input is ours (OpenAI counts
 # 8,192 tokens; a token is rarely more than 4 characters).
@@ -71,12 +72,8 @@ def parse_openai(
     datatype (an empty mapping when the config leaves them to the model file)."""
     if not isinstance(raw, dict):
         raise fail("[openai] must be a table")
-    unknown = set(raw) - _KEYS
-    if unknown:
-        raise fail(
-            f"unknown key {sorted(unknown)[0]!r} in [openai]; known keys are "
-            f"{', '.join(sorted(_KEYS))}"
-        )
+    if problem := unknown_key(raw, _KEYS, "[openai]"):
+        raise fail(problem)
 
     def tensor(key: str, tensors: dict[str, str], kind: str, datatype: str | None) -> str:
         value = raw.get(key)

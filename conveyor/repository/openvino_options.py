@@ -11,6 +11,7 @@ from typing import Any
 
 from conveyor.errors import RepositoryError
 from conveyor.repository.config import ModelConfig
+from conveyor.repository.tables import unknown_key
 
 PERFORMANCE_HINTS = ("LATENCY", "THROUGHPUT", "CUMULATIVE_THROUGHPUT")
 PRECISION_HINTS = ("f32", "bf16", "f16")
@@ -47,12 +48,8 @@ class OpenVinoOptions:
                 f"model {config.name!r}: openvino.{key} must be {expected}, got {options[key]!r}"
             )
 
-        unknown = set(options) - OPTION_KEYS
-        if unknown:
-            raise RepositoryError(
-                f"model {config.name!r}: unknown key {sorted(unknown)[0]!r} in [openvino]; "
-                f"known keys are {', '.join(sorted(OPTION_KEYS))}"
-            )
+        if problem := unknown_key(options, OPTION_KEYS, "[openvino]"):
+            raise RepositoryError(f"model {config.name!r}: {problem}")
         hint = options.get("performance_hint")
         if hint is not None and hint not in PERFORMANCE_HINTS:
             raise fail("performance_hint", f"one of {', '.join(PERFORMANCE_HINTS)}")

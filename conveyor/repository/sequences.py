@@ -33,6 +33,7 @@ from typing import Any
 
 from conveyor.errors import RepositoryError
 from conveyor.protocol.datatypes import is_datatype
+from conveyor.repository.tables import unknown_key
 
 DEFAULT_IDLE_US = 1_000_000  # Triton's default max_sequence_idle_microseconds
 
@@ -130,12 +131,8 @@ def parse_sequence_batching(
     """``[sequence_batching]`` of config.toml; ``fail(message)`` makes the error to raise."""
     if not isinstance(raw, Mapping):
         raise fail("sequence_batching must be a table ([sequence_batching])")
-    bad = set(raw) - _KEYS
-    if bad:
-        raise fail(
-            f"unknown key {sorted(bad)[0]!r} in [sequence_batching]; known keys are "
-            f"{', '.join(sorted(_KEYS))}"
-        )
+    if problem := unknown_key(raw, _KEYS, "[sequence_batching]"):
+        raise fail(problem)
     idle = raw.get("max_sequence_idle_us", DEFAULT_IDLE_US)
     queued = raw.get("max_queued_sequences", 64)
     for key, value, minimum in (
@@ -189,12 +186,8 @@ def _parse_oldest(raw: Any, fail: Callable[[str], RepositoryError]) -> OldestStr
     where = "sequence_batching.oldest"
     if not isinstance(raw, Mapping):
         raise fail(f"{where} must be a table ([{where}])")
-    bad = set(raw) - _OLDEST_KEYS
-    if bad:
-        raise fail(
-            f"unknown key {sorted(bad)[0]!r} in [{where}]; known keys are "
-            f"{', '.join(sorted(_OLDEST_KEYS))}"
-        )
+    if problem := unknown_key(raw, _OLDEST_KEYS, f"[{where}]"):
+        raise fail(problem)
 
     def integer(key: str, value: Any, minimum: int) -> int:
         if not isinstance(value, int) or isinstance(value, bool) or value < minimum:

@@ -53,13 +53,17 @@ def front_end_label(name: str) -> str:
     return {"http": "HTTP", "grpc": "gRPC"}.get(name, name)
 
 
-def bind(host: str, port: int, front_end: str = "HTTP") -> socket.socket:
-    """A listening-ready TCP socket on (host, port); PortUnavailable says which failed."""
+def bind(
+    host: str, port: int, front_end: str = "HTTP", *, reuse: int = socket.SO_REUSEADDR
+) -> socket.socket:
+    """A non-blocking TCP socket bound to (host, port), not yet listening; PortUnavailable
+    says which failed. ``reuse``: SO_REUSEADDR, or SO_REUSEPORT to share the port with
+    other processes that bind it so."""
     infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     family, kind, proto, _, address = infos[0]
     sock = socket.socket(family, kind, proto)
     try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.SOL_SOCKET, reuse, 1)
         sock.bind(address)
     except OSError as exc:
         sock.close()

@@ -13,7 +13,7 @@ from conveyor.client.grpc import GRPCClient
 from conveyor.client.http import HTTPClient
 from conveyor.protocol.limits import DEFAULT_MAX_MESSAGE_BYTES
 from conveyor.server import metrics_port
-from conveyor.server.grpc.server import GRPCFrontEnd, start_grpc_server
+from conveyor.server.grpc.server import GRPCFrontEnd, GrpcListen
 from conveyor.server.http import listener
 from conveyor.server.settings import Settings, add_arguments, from_arguments
 
@@ -46,7 +46,7 @@ def test_each_default_is_the_settings_default():
     settings = Settings()
     assert settings.max_body_bytes == settings.grpc_max_message_bytes == 64 * 1024 * 1024
     assert settings.grpc_max_message_bytes == DEFAULT_MAX_MESSAGE_BYTES
-    assert _default(start_grpc_server, "max_message_bytes") == settings.grpc_max_message_bytes
+    assert GrpcListen("h", 1).max_message_bytes == settings.grpc_max_message_bytes
     assert _default(GRPCFrontEnd, "max_message_bytes") == settings.grpc_max_message_bytes
     assert _default(GRPCClient, "max_message_bytes") == settings.grpc_max_message_bytes
     http = listener.HTTPToolsFrontEnd

@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from typing import Any
 
 import grpc
 import numpy as np
 
-from conveyor.bench.targets.base import Client, RequestFailed, TargetSpec
-from conveyor.bench.targets.grpc import CHANNEL_OPTIONS, build_request
+from conveyor.bench.targets.base import RequestFailed, TargetSpec
+from conveyor.bench.targets.grpc import CHANNEL_OPTIONS, GrpcClient
 from conveyor.protocol.grpc._generated import grpc_service_pb2 as pb
 from conveyor.protocol.grpc.methods import METHODS
 
@@ -37,12 +36,12 @@ def with_id(request: bytes, request_id: str) -> bytes:
     return request + pb.ModelInferRequest(id=request_id).SerializeToString()
 
 
-class GrpcStreamClient(Client):
+class GrpcStreamClient(GrpcClient):
+    """:class:`GrpcClient`'s request, sent on one ModelStreamInfer stream; answers are
+    matched to their requests by id."""
+
     def __init__(self, spec: TargetSpec, inputs: Mapping[str, np.ndarray]) -> None:
-        self._request = build_request(spec, inputs)
-        host, port = spec.address
-        self._target = f"{host}:{port}"
-        self._call: Any = None  # opened on the loop that first sends
+        super().__init__(spec, inputs)
         self._waiting: dict[str, asyncio.Future[None]] = {}
         self._next = 0
         self._write_lock: asyncio.Lock | None = None

@@ -17,6 +17,7 @@ import numpy as np
 from conveyor.backends.base import SequenceInfo
 from conveyor.backends.custom_metrics import Update
 from conveyor.errors import ConveyorError, ModelError
+from conveyor.protocol.request import InferenceRequest
 from conveyor.repository.config import ModelConfig
 
 
@@ -95,12 +96,7 @@ class ExecutedRequests(_Message):
 @dataclasses.dataclass(frozen=True, slots=True)
 class Call(_Message):
     id: int
-    model: str
-    inputs: dict[str, np.ndarray]
-    version: int | str | None
-    outputs: tuple[str, ...] | None
-    timeout: float | None
-    request_id: str | None
+    request: InferenceRequest
 
 
 # engine -> worker: the called model's answer (or Failed with the Call's id)

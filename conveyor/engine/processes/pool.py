@@ -48,7 +48,7 @@ from conveyor.engine.processes.messages import (
 from conveyor.engine.processes.shm import SharedBuffer, attach, read_tensors, unmap, write_tensors
 from conveyor.engine.processes.zygote import Zygote, start_zygote
 from conveyor.engine.stats import WorkerStatus
-from conveyor.errors import ConveyorError, ModelError, RepositoryError
+from conveyor.errors import ModelError, RepositoryError
 from conveyor.ipc.channel import Channel
 from conveyor.repository.config import ModelConfig
 
@@ -240,22 +240,13 @@ class WorkerMetrics:
 
 
 def _answer(call: Call, caller: ModelCaller | None) -> Returned | Failed:
+    model = call.request.model
     if caller is None:
-        return Failed(call.id, ModelError(f"no engine to run model {call.model!r} here"))
+        return Failed(call.id, ModelError(f"no engine to run model {model!r} here"))
     try:
-        future = caller(
-            call.model,
-            call.inputs,
-            version=call.version,
-            outputs=call.outputs,
-            timeout=call.timeout,
-            request_id=call.request_id,
-        )
-        return Returned(call.id, dict(future.result()))
-    except ConveyorError as exc:
-        return Failed(call.id, flatten_error(exc, call.model))
+        return Returned(call.id, dict(caller(call.request).result()))
     except Exception as exc:
-        return Failed(call.id, flatten_error(exc, call.model))
+        return Failed(call.id, flatten_error(exc, model))
 
 
 class Worker:

@@ -11,30 +11,19 @@ import itertools
 import mmap
 import os
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
 from conveyor.backends.base import LoadedModel, RequestData
 from conveyor.backends.custom_metrics import CUSTOM_METRICS
 from conveyor.engine.outputs import requested_outputs
-from conveyor.engine.processes.messages import (
-    Call,
-    Execute,
-    Executed,
-    ExecutedRequests,
-    ExecuteRequests,
-    Failed,
-    MetricUpdates,
-    Ready,
-    Returned,
-    TensorRef,
-    flatten_error,
-)
+from conveyor.engine.processes import messages
 from conveyor.engine.processes.shm import SharedBuffer, attach, read_tensors, unmap, write_tensors
 from conveyor.errors import ConveyorError, ModelError
 from conveyor.futures import InferFuture
 from conveyor.ipc.channel import Channel
+from conveyor.protocol.request import InferenceRequest
 
 
 class EngineCaller:
@@ -48,35 +37,20 @@ class EngineCaller:
         self._channel = channel
         self._ids = itertools.count(1)
 
-    def __call__(
-        self,
-        model: str,
-        inputs: Mapping[str, np.ndarray],
-        *,
-        version: int | str | None = None,
-        outputs: Sequence[str] | None = None,
-        timeout: float | None = None,
-        request_id: str | None = None,
-    ) -> InferFuture:
-        call = Call(
-            next(self._ids),
-            model,
-            dict(inputs),
-            version,
-            None if outputs is None else tuple(outputs),
-            timeout,
-            request_id,
-        )
+    def __call__(self, request: InferenceRequest) -> InferFuture:
+        call = messages.Call(next(self._ids), request)
         send(self._channel, call)
         reply, _ = self._channel.recv()
         future = InferFuture()
-        future.request_id = request_id
-        if isinstance(reply, Returned) and reply.id == call.id:
+        future.request_id = request.id
+        if isinstance(reply, messages.Returned) and reply.id == call.id:
             future.set_result(reply.outputs)
-        elif isinstance(reply, Failed) and reply.id == call.id:
+        elif isinstance(reply, messages.Failed) and reply.id == call.id:
             future.set_exception(reply.error)
         else:
-            future.set_exception(ModelError(f"call to model {model!r}: answered out of step"))
+            future.set_exception(
+                ModelError(f"call to model {request.model!r}: answered out of step")
+            )
         return future
 
 
@@ -86,11 +60,11 @@ def serve(own: LoadedModel, name: str, channel: Channel, index: int) -> None:
     try:
         model = own.forked(index, EngineCaller(channel))
     except Exception as exc:
-        error = flatten_error(exc, name)
+        error = messages.flatten_error(exc, name)
         error.model_traceback = error.model_traceback or traceback.format_exc()
-        send(channel, Failed(0, error))
+        send(channel, messages.Failed(0, error))
         return
-    send(channel, Ready(os.getpid()))
+    send(channel, messages.Ready(os.getpid()))
     try:
         _serve(model, name, channel)
     finally:
@@ -107,7 +81,7 @@ def _serve(model: LoadedModel, name: str, channel: Channel) -> None:
             message, fds = channel.recv()
         except (EOFError, OSError):
             return
-        if not isinstance(message, Execute | ExecuteRequests):
+        if not isinstance(message, messages.Execute | messages.ExecuteRequests):
             for fd in fds:
                 os.close(fd)
             continue
@@ -117,24 +91,24 @@ def _serve(model: LoadedModel, name: str, channel: Channel) -> None:
             inputs = attach(fds[0], message.buffer_size)
             for fd in fds[1:]:
                 os.close(fd)
-        reply: Executed | ExecutedRequests | Failed
+        reply: messages.Executed | messages.ExecutedRequests | messages.Failed
         send_fds: list[int] = []
         try:
             arrays = read_tensors(inputs, message.inputs, copy=False)
-            if isinstance(message, ExecuteRequests):
+            if isinstance(message, messages.ExecuteRequests):
                 refs, errors = _run_requests(model, name, message, arrays, outputs)
-                reply = ExecutedRequests(message.id, refs, errors, outputs.size)
+                reply = messages.ExecutedRequests(message.id, refs, errors, outputs.size)
             else:
                 produced = model.run(arrays, message.outputs)
                 refs = write_tensors(outputs, _shippable(produced, message.outputs, name))
                 del produced
-                reply = Executed(message.id, refs, outputs.size)
+                reply = messages.Executed(message.id, refs, outputs.size)
             del arrays
             if shared != outputs.generation:
                 send_fds = [outputs.fd]
                 shared = outputs.generation
         except Exception as exc:
-            reply = Failed(message.id, flatten_error(exc, name))
+            reply = messages.Failed(message.id, messages.flatten_error(exc, name))
         try:
             send(channel, reply, send_fds)
         except OSError:
@@ -145,17 +119,17 @@ def send(channel: Channel, message: object, fds: Sequence[int] = ()) -> None:
     """Send ``message``, after the custom-metric changes made since the last send."""
     updates = CUSTOM_METRICS.take_outbox()
     if updates:
-        channel.send(MetricUpdates(tuple(updates)))
+        channel.send(messages.MetricUpdates(tuple(updates)))
     channel.send(message, fds)
 
 
 def _run_requests(
     model: LoadedModel,
     name: str,
-    message: ExecuteRequests,
+    message: messages.ExecuteRequests,
     arrays: dict[str, np.ndarray],
     outputs: SharedBuffer,
-) -> tuple[tuple[TensorRef, ...], tuple[ConveyorError | None, ...]]:
+) -> tuple[tuple[messages.TensorRef, ...], tuple[ConveyorError | None, ...]]:
     """Run a batch request by request; each request's outputs go as "<i>/<name>"."""
     requests = [
         RequestData(
@@ -179,7 +153,7 @@ def _run_requests(
                 shipped[f"{i}/{output}"] = array
             errors.append(None)
         except Exception as exc:
-            errors.append(flatten_error(exc, name))
+            errors.append(messages.flatten_error(exc, name))
     return write_tensors(outputs, shipped), tuple(errors)
 
 

@@ -371,9 +371,7 @@ def stream_response_bytes(
     in_regions: Mapping[str, shm.Location] | None = None,
 ) -> bytes:
     """A serialized ModelStreamInferResponse holding :func:`infer_response`; tensors copied once."""
-    response, buffers = response_parts(model, version, request_id, outputs, in_regions)
-    response.parameters[FINAL_PARAMETER].bool_param = True
-    return wire.join_raw(response, wire.RAW_OUTPUT_FIELD, buffers, within=STREAM_RESPONSE_FIELD)
+    return b"".join(stream_response_parts(model, version, request_id, outputs, in_regions))
 
 
 def response_parts(

@@ -9,6 +9,7 @@ wait on a socket.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import TYPE_CHECKING
 
@@ -31,28 +32,34 @@ if TYPE_CHECKING:
 log = logging.getLogger("conveyor.server.grpc")
 
 
-async def start_grpc_server(
-    servicer: InferenceServicer,
-    host: str,
-    port: int,
-    *,
-    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-    auth: BearerAuth | None = None,
-    tls: tuple[str, str] | None = None,
-    reuse_port: bool = False,
-    limits: Limits | None = None,
-) -> grpc.aio.Server:
-    """Serve ``inference.GRPCInferenceService`` through ``servicer`` on ``host:port``.
+@dataclasses.dataclass(frozen=True, slots=True)
+class GrpcListen:
+    """Where and how the gRPC port listens, on either transport.
 
     Messages larger than ``max_message_bytes`` either way are refused by gRPC itself
     (RESOURCE_EXHAUSTED) before any of it is parsed. With ``auth``, calls other than
     ServerLive/ServerReady need the bearer token; with ``tls`` (certificate file, key file)
     the port speaks TLS only. ``reuse_port``: share the port with other processes that bind
     it so (front-end processes, see ``conveyor.server.workers``). ``limits``: what one
-    connection may cost, given to grpcio as its channel arguments. Returns the started
-    server; raises OSError if the port is taken.
+    connection may cost.
     """
-    limits = limits or Limits()
+
+    host: str
+    port: int
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    auth: BearerAuth | None = None
+    tls: tuple[str, str] | None = None
+    reuse_port: bool = False
+    limits: Limits = dataclasses.field(default_factory=Limits)
+
+
+async def start_grpc_server(servicer: InferenceServicer, listen: GrpcListen) -> grpc.aio.Server:
+    """Serve ``inference.GRPCInferenceService`` through ``servicer`` on grpcio's server (the
+    limits become its channel arguments). Returns the started server; raises
+    PortUnavailable if the port is taken.
+    """
+    host, port, auth, limits = listen.host, listen.port, listen.auth, listen.limits
+    max_message_bytes, reuse_port, tls = listen.max_message_bytes, listen.reuse_port, listen.tls
     server = grpc.aio.server(
         interceptors=[TokenInterceptor(auth)] if auth is not None else None,
         options=[
@@ -108,23 +115,14 @@ def _why_not(host: str, port: int, detail: str) -> PortUnavailable:
     return PortUnavailable("gRPC", host, port, None, detail)
 
 
-async def start_conveyor_grpc_server(
-    servicer: InferenceServicer,
-    host: str,
-    port: int,
-    *,
-    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-    auth: BearerAuth | None = None,
-    tls: tuple[str, str] | None = None,
-    reuse_port: bool = False,
-    limits: Limits | None = None,
-) -> H2Server:
+async def start_conveyor_grpc_server(servicer: InferenceServicer, listen: GrpcListen) -> H2Server:
     """:func:`start_grpc_server`'s twin on Conveyor's own HTTP/2 transport: same arguments,
     same answers (TLS negotiates ALPN "h2")."""
     from conveyor.server.grpc.h2.server import GrpcService, start_h2_server
 
     methods = bind(servicer.implementations(), servicer.codecs(), servicer.data.access_log)
-    service = GrpcService(methods, max_message_bytes, auth, limits)
+    service = GrpcService(methods, listen.max_message_bytes, listen.auth, listen.limits)
+    host, port, tls = listen.host, listen.port, listen.tls
     ssl_context = None
     if tls is not None:
         from conveyor.server.tls import server_context
@@ -132,7 +130,7 @@ async def start_conveyor_grpc_server(
         ssl_context = server_context(*tls)
     try:
         return await start_h2_server(
-            service, host, port, ssl_context=ssl_context, reuse_port=reuse_port
+            service, host, port, ssl_context=ssl_context, reuse_port=listen.reuse_port
         )
     except OSError as exc:
         # The system's words for the errno ("Address already in use"), not asyncio's long ones.
@@ -167,37 +165,24 @@ class GRPCFrontEnd:
         if transport not in ("conveyor", "grpcio"):
             raise ValueError(f"transport must be 'conveyor' or 'grpcio', got {transport!r}")
         self._transport = transport
-        self._reuse_port = reuse_port
-        self._auth = auth
-        self._tls = tls
         self._data = data
-        self._host = host
-        self._port = port
-        self._max_message_bytes = max_message_bytes
-        self._limits = limits
+        self._listen = GrpcListen(
+            host, port, max_message_bytes, auth, tls, reuse_port, limits or Limits()
+        )
         self._stream_send_timeout = stream_send_timeout
         self._server: grpc.aio.Server | H2Server | None = None
         self._servicer: InferenceServicer | None = None
 
     @property
     def url(self) -> str:
-        host = f"[{self._host}]" if ":" in self._host else self._host
-        return f"grpc://{host}:{self._port}"
+        host = self._listen.host
+        return f"grpc://{f'[{host}]' if ':' in host else host}:{self._listen.port}"
 
     async def start(self) -> None:
         # Kept, so a drain can end its open streams.
         self._servicer = InferenceServicer(self._data, self._stream_send_timeout)
         start = start_conveyor_grpc_server if self._transport == "conveyor" else start_grpc_server
-        self._server = await start(
-            self._servicer,
-            self._host,
-            self._port,
-            max_message_bytes=self._max_message_bytes,
-            auth=self._auth,
-            tls=self._tls,
-            reuse_port=self._reuse_port,
-            limits=self._limits,
-        )
+        self._server = await start(self._servicer, self._listen)
         log.info("%s listening on %s (%s transport)", self.name, self.url, self._transport)
 
     async def stop(self, timeout: float) -> None:

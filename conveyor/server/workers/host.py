@@ -28,22 +28,8 @@ from typing import TYPE_CHECKING, Any
 
 from conveyor.ipc.channel import Channel
 from conveyor.ipc.frames import Buffer, frame_parts
-from conveyor.server.workers import infer_frames
+from conveyor.server.workers import infer_frames, messages
 from conveyor.server.workers.channel import FrameChannel
-from conveyor.server.workers.messages import (
-    Cancel,
-    Control,
-    Generate,
-    Infer,
-    Load,
-    Observe,
-    Reply,
-    Stream,
-    StreamEnd,
-    StreamItem,
-    Unload,
-    portable,
-)
 
 if TYPE_CHECKING:
     from conveyor.futures import InferFuture
@@ -91,40 +77,42 @@ class FrontEndLink:
             except OSError:
                 return
 
-    def _control_reply(self, message: Control | Stream | Generate) -> Reply:
-        if isinstance(message, Stream | Generate):
+    def _control_reply(
+        self, message: messages.Control | messages.Stream | messages.Generate
+    ) -> messages.Reply:
+        if isinstance(message, messages.Stream | messages.Generate):
             return self._start_stream(message)
-        if not isinstance(message, Control):
+        if not isinstance(message, messages.Control):
             error = ValueError(f"{type(message).__name__} is not a control call")
-            return Reply(getattr(message, "call_id", 0), error=error)
+            return messages.Reply(getattr(message, "call_id", 0), error=error)
         try:
             value = getattr(self._data, message.method.value)(*message.args)
         except Exception as exc:
-            return Reply(message.call_id, error=portable(exc))
-        return Reply(message.call_id, value=value)
+            return messages.Reply(message.call_id, error=messages.portable(exc))
+        return messages.Reply(message.call_id, value=value)
 
     # -- streamed calls ---------------------------------------------------------------------
 
-    def _start_stream(self, message: Stream | Generate) -> Reply:
+    def _start_stream(self, message: messages.Stream | messages.Generate) -> messages.Reply:
         # On the control thread; the engine's stream() and generate() return at once.
         # Started by a control round trip, which answers with the model and version serving
         # it (the front end needs them at once); its responses are then pumped on the loop,
         # each a StreamItem on the multiplexed connection.
         stream: Any
         try:
-            if isinstance(message, Stream):
+            if isinstance(message, messages.Stream):
                 stream = self._data.stream(message.request)
             else:
                 stream = self._data.generate(message.model, message.version, message.body)
         except Exception as exc:
-            return Reply(message.call_id, error=portable(exc))
+            return messages.Reply(message.call_id, error=messages.portable(exc))
         served = (
             getattr(stream, "request_id", None),
             getattr(stream, "model_name", None) or getattr(stream, "model", None),
             getattr(stream, "model_version", None) or getattr(stream, "version", None),
         )
         self._loop.call_soon_threadsafe(self._pump_later, message.call_id, stream)
-        return Reply(message.call_id, served=served)
+        return messages.Reply(message.call_id, served=served)
 
     def _pump_later(self, call_id: int, stream: Any) -> None:
         if self._closed:
@@ -139,15 +127,15 @@ class FrontEndLink:
         error: BaseException | None = None
         try:
             async for item in stream:
-                self._send(StreamItem(call_id, item))
+                self._send(messages.StreamItem(call_id, item))
                 if self._channel is not None:
                     await self._channel.drain()  # a front end that reads slowly slows the model
         except Exception as exc:
-            error = portable(exc)
+            error = messages.portable(exc)
         finally:
             stream.close()
             if self._streams.pop(call_id, None) is not None:
-                self._send(StreamEnd(call_id, error))
+                self._send(messages.StreamEnd(call_id, error))
 
     # -- inference and repository calls, on the loop --------------------------------------
 
@@ -170,21 +158,21 @@ class FrontEndLink:
             try:
                 future = self._data.infer(request, wait_limit=wait_limit)
             except Exception as exc:
-                self._send(Reply(call_id, error=portable(exc)))
+                self._send(messages.Reply(call_id, error=messages.portable(exc)))
                 return
             self._admitted(call_id, future)
             return
         message = pickle.loads(meta, buffers=buffers)
-        if isinstance(message, Cancel):
+        if isinstance(message, messages.Cancel):
             queued = self._in_flight.get(message.call_id)
             if queued is not None:
                 queued.cancel()
             stream = self._streams.pop(message.call_id, None)
             if stream is not None:
                 stream.close()
-        elif isinstance(message, Observe):
+        elif isinstance(message, messages.Observe):
             self._observe(message)
-        elif isinstance(message, Infer):
+        elif isinstance(message, messages.Infer):
             # An infer whose tensors or arguments have no lean frame.
             try:
                 future = self._data.infer(
@@ -194,17 +182,17 @@ class FrontEndLink:
                     shared_memory=message.shared_memory,
                 )
             except Exception as exc:
-                self._send(Reply(message.call_id, error=portable(exc)))
+                self._send(messages.Reply(message.call_id, error=messages.portable(exc)))
                 return
             self._admitted(message.call_id, future)
-        elif isinstance(message, Load | Unload):
+        elif isinstance(message, messages.Load | messages.Unload):
             task = asyncio.get_running_loop().create_task(self._repository(message))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
         else:
             call_id = getattr(message, "call_id", 0)
             error = ValueError(f"{type(message).__name__} is not an inference or repository call")
-            self._send(Reply(call_id, error=error))
+            self._send(messages.Reply(call_id, error=error))
 
     def _admitted(self, call_id: int, future: InferFuture) -> None:
         self._in_flight[call_id] = future
@@ -223,36 +211,36 @@ class FrontEndLink:
             getattr(future, "model_version", None),
         )
         if future.cancelled():
-            reply = Reply(call_id, error=asyncio.CancelledError(), served=served)
+            reply = messages.Reply(call_id, error=asyncio.CancelledError(), served=served)
         elif (error := future.exception()) is not None:
-            reply = Reply(call_id, error=portable(error), served=served)
+            reply = messages.Reply(call_id, error=messages.portable(error), served=served)
         else:
             outputs = future.result()
             parts = infer_frames.reply_frame(call_id, served, outputs)
             if parts is not None:
                 channel.send_now(parts)
                 return
-            reply = Reply(call_id, value=outputs, served=served)
+            reply = messages.Reply(call_id, value=outputs, served=served)
         channel.send_now(_pickled(reply))
 
-    async def _repository(self, message: Load | Unload) -> None:
+    async def _repository(self, message: messages.Load | messages.Unload) -> None:
         try:
-            if isinstance(message, Load):
+            if isinstance(message, messages.Load):
                 await self._data.load(message.name, message.parameters)
             else:
                 await self._data.unload(message.name)
         except Exception as exc:
-            self._send(Reply(message.call_id, error=portable(exc)))
+            self._send(messages.Reply(message.call_id, error=messages.portable(exc)))
         else:
-            self._send(Reply(message.call_id))
+            self._send(messages.Reply(message.call_id))
 
-    def _observe(self, message: Observe) -> None:
+    def _observe(self, message: messages.Observe) -> None:
         histograms = self._data.histograms
         if histograms is not None:
             for model, version, seconds, protocol in message.samples:
                 histograms.observe(model, version, seconds, protocol)
 
-    def _send(self, reply: Reply | StreamItem | StreamEnd) -> None:
+    def _send(self, reply: messages.Reply | messages.StreamItem | messages.StreamEnd) -> None:
         channel = self._channel
         if channel is not None and not channel.closing:
             channel.send(_pickled(reply))
@@ -277,8 +265,10 @@ class FrontEndLink:
         self._control.close()
 
 
-def _pickled(reply: Reply | StreamItem | StreamEnd) -> list[bytes | memoryview]:
+def _pickled(
+    reply: messages.Reply | messages.StreamItem | messages.StreamEnd,
+) -> list[bytes | memoryview]:
     try:
         return frame_parts(reply)
     except Exception as exc:  # an output that cannot be pickled: say so, keep serving
-        return frame_parts(Reply(reply.call_id, error=portable(exc)))
+        return frame_parts(messages.Reply(reply.call_id, error=messages.portable(exc)))

@@ -21,7 +21,7 @@ import subprocess
 import sys
 from typing import TYPE_CHECKING
 
-from conveyor.server.frontend import PortUnavailable, bind
+from conveyor.server.frontend import bind
 from conveyor.server.workers.host import FrontEndLink
 from conveyor.server.workers.launch import Launch
 
@@ -168,16 +168,7 @@ class FrontEndPool:
 def _reserve_reuseport(host: str, port: int) -> socket.socket:
     """Hold ``port`` (bound with SO_REUSEPORT, never listening): no other program takes it
     while front-end processes come and go, and port 0 becomes one port they all share."""
-    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    family, kind, proto, _, address = infos[0]
-    sock = socket.socket(family, kind, proto)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-        sock.bind(address)
-    except OSError as exc:
-        sock.close()
-        raise PortUnavailable("gRPC", host, port, exc.errno) from None
-    return sock
+    return bind(host, port, "gRPC", reuse=socket.SO_REUSEPORT)
 
 
 def _describe(code: int) -> str:

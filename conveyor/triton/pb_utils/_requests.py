@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import inspect
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -15,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from conveyor.backends.base import SequenceInfo
 from conveyor.errors import ConveyorError
 from conveyor.futures import response_parameters, with_parameters
+from conveyor.protocol import request as engine_request
 from conveyor.triton.pb_utils._errors import TritonError, TritonModelException, unsupported
 from conveyor.triton.pb_utils._tensors import PreferredMemory, Tensor
 
@@ -349,30 +349,25 @@ class InferenceRequest:
             return InferenceResponse(error=TritonError.from_conveyor(exc))
         return InferenceResponse._of(outputs)
 
-    def _arguments(self, caller: Any) -> dict[str, Any]:
-        arguments: dict[str, Any] = {
-            "version": None if self._model_version < 0 else self._model_version,
-            "outputs": self._outputs or None,
-            "timeout": self._timeout / 1e6 if self._timeout else None,
-            "request_id": self._request_id or None,
-        }
-        extra: dict[str, Any] = {}
+    def _request(self) -> engine_request.InferenceRequest:
+        """This request as the engine takes it (Triton gives its timeout in microseconds)."""
+        sequence = None
         if self._correlation_id:
-            extra["sequence"] = SequenceInfo(
+            sequence = SequenceInfo(
                 self._correlation_id,
                 start=bool(self._flags & TRITONSERVER_REQUEST_FLAG_SEQUENCE_START),
                 end=bool(self._flags & TRITONSERVER_REQUEST_FLAG_SEQUENCE_END),
             )
-        if self._parameters != "{}":
-            extra["parameters"] = json.loads(self._parameters)
-        accepted = inspect.signature(caller).parameters
-        for name in extra:
-            if name not in accepted:
-                raise unsupported(
-                    f"pb_utils.InferenceRequest.exec() with a {name} from a process instance",
-                    'run the model on thread instances (instance_kind "thread")',
-                )
-        return arguments | extra
+        return engine_request.InferenceRequest(
+            self._model_name,
+            self._inputs_dict(),
+            version=None if self._model_version < 0 else self._model_version,
+            outputs=self._outputs or None,
+            id=self._request_id or None,
+            timeout=self._timeout / 1e6 if self._timeout else None,
+            sequence=sequence,
+            parameters=json.loads(self._parameters) if self._parameters != "{}" else None,
+        )
 
     def _inputs_dict(self) -> dict[str, Any]:
         return {tensor.name(): tensor.as_numpy() for tensor in self._inputs}
@@ -380,25 +375,25 @@ class InferenceRequest:
     def _submit(self) -> Any:
         caller = _reachable()
         try:
-            return caller(self._model_name, self._inputs_dict(), **self._arguments(caller))
+            return caller(self._request())
         except ConveyorError as exc:  # refused before it was queued (no such model, bad input)
             return InferenceResponse(error=TritonError.from_conveyor(exc))
 
     def _stream(self) -> ResponseIterator:
         caller = _reachable()
         # The engine's stream, beside its submit: the backend is given the engine's bound
-        # submit, and a process instance's caller has no stream.
-        stream = getattr(getattr(caller, "__self__", None), "stream", None)
+        # submit_request, and a process instance's caller has no stream.
+        stream = getattr(getattr(caller, "__self__", None), "stream_request", None)
         if stream is None:
             raise unsupported(
                 "pb_utils.InferenceRequest.exec(decoupled=True) from a process instance",
                 'run the model on thread instances (instance_kind "thread")',
             )
-        arguments = self._arguments(caller)
-        if "sequence" in arguments:
+        request = self._request()
+        if request.sequence is not None:
             raise unsupported("pb_utils.InferenceRequest.exec(decoupled=True) in a sequence")
         try:
-            responses = stream(self._model_name, self._inputs_dict(), **arguments)
+            responses = stream(request)
         except ConveyorError as exc:
             failed = InferenceResponse(error=TritonError.from_conveyor(exc))
             return ResponseIterator(iter([failed]))

@@ -25,6 +25,7 @@ import grpc
 
 from conveyor.errors import Unauthenticated
 from conveyor.server.auth import OPEN_GRPC_METHODS, BearerAuth
+from conveyor.server.grpc.h2 import events as h2_events
 from conveyor.server.grpc.h2 import frames as f
 from conveyor.server.grpc.h2.calls import (
     INFLATE_WBITS,
@@ -39,18 +40,6 @@ from conveyor.server.grpc.h2.calls import (
     UndecodableMessage,
 )
 from conveyor.server.grpc.h2.core import H2Core
-from conveyor.server.grpc.h2.events import (
-    ConnectionTerminated,
-    DataFrameEnded,
-    DataReceived,
-    DrainPingAcked,
-    Event,
-    GoAwayReceived,
-    RequestReceived,
-    StreamEnded,
-    StreamReset,
-    WindowsChanged,
-)
 from conveyor.server.grpc.h2.headers import RequestHeaders
 from conveyor.server.grpc.h2.limits import Limits
 from conveyor.server.grpc.service import Bound, Serialized
@@ -259,30 +248,30 @@ class GrpcConnection(asyncio.BufferedProtocol):
 
     # -- events ---------------------------------------------------------------------------
 
-    def _handle(self, events: list[Event]) -> None:
+    def _handle(self, events: list[h2_events.Event]) -> None:
         calls = self._calls
         for event in events:
-            if type(event) is DataReceived:
+            if type(event) is h2_events.DataReceived:
                 call = calls.get(event.stream_id)
                 if call is not None and not call.finished:
                     try:
                         call.feed(event.data, event.start, event.end)
                     except MessageFailure as exc:
                         self._message_failed(call, exc)
-            elif type(event) is RequestReceived:
+            elif type(event) is h2_events.RequestReceived:
                 self._stop_timer()  # the handshake is over; the connection is not idle
                 self._open(event)
-            elif type(event) is StreamEnded:
+            elif type(event) is h2_events.StreamEnded:
                 call = calls.get(event.stream_id)
                 if call is not None:
                     self._remote_closed(call)
-            elif type(event) is DataFrameEnded:
+            elif type(event) is h2_events.DataFrameEnded:
                 call = calls.get(event.stream_id)
                 if call is not None and not call.finished:
                     self._give_credit(call)
-            elif type(event) is WindowsChanged:
+            elif type(event) is h2_events.WindowsChanged:
                 self._wake_senders()
-            elif type(event) is StreamReset:
+            elif type(event) is h2_events.StreamReset:
                 call = calls.pop(event.stream_id, None)
                 if call is not None:
                     call.drop()  # the client cancelled it: nothing more is sent
@@ -291,11 +280,11 @@ class GrpcConnection(asyncio.BufferedProtocol):
                         call.task = None
                     self._wake_senders()
                     self._service.call_ended(self)
-            elif type(event) is DrainPingAcked:
+            elif type(event) is h2_events.DrainPingAcked:
                 self._last_goaway()
-            elif type(event) is GoAwayReceived:
+            elif type(event) is h2_events.GoAwayReceived:
                 self.goaway()  # the client goes: finish what runs, then close
-            elif type(event) is ConnectionTerminated:
+            elif type(event) is h2_events.ConnectionTerminated:
                 self._fail(event)
 
     def _message_failed(self, call: Call, exc: Exception) -> None:
@@ -331,7 +320,7 @@ class GrpcConnection(asyncio.BufferedProtocol):
 
     # -- calls ----------------------------------------------------------------------------
 
-    def _open(self, event: RequestReceived) -> None:
+    def _open(self, event: h2_events.RequestReceived) -> None:
         head = RequestHeaders(event.fields)
         service = self._service
         method = service.methods.get(head.path)
@@ -420,15 +409,21 @@ class GrpcConnection(asyncio.BufferedProtocol):
         try:
             response = await method.function(method.deserialize(message), context)
             payload = method.serialize(response)
-        except grpc.aio.AbortError:
-            self._end(call, context.code() or grpc.StatusCode.UNKNOWN, context.details())
-            return
         except Exception as exc:
-            log.exception("gRPC call %s failed", call.stream_id)
-            self._end(call, grpc.StatusCode.UNKNOWN, f"Unexpected {type(exc)}: {exc}")
+            self._handler_failed(call, exc)
             return
         if not self._send(call, payload, True):
             await self._send_slowly(call, payload, True)
+
+    def _handler_failed(self, call: Call, exc: Exception) -> None:
+        """The method's handler aborted (the status it set on its context) or raised
+        (UNKNOWN, in grpcio's words)."""
+        if isinstance(exc, grpc.aio.AbortError):
+            context = call.context
+            self._end(call, context.code() or grpc.StatusCode.UNKNOWN, context.details())
+            return
+        log.error("gRPC call %s failed", call.stream_id, exc_info=exc)
+        self._end(call, grpc.StatusCode.UNKNOWN, f"Unexpected {type(exc)}: {exc}")
 
     async def _stream(self, call: Call) -> None:
         method = call.method
@@ -443,12 +438,8 @@ class GrpcConnection(asyncio.BufferedProtocol):
                     await self._send_slowly(call, payload, False)
                 if call.finished:
                     return  # reset, by the client or for a stalled send
-        except grpc.aio.AbortError:
-            self._end(call, context.code() or grpc.StatusCode.UNKNOWN, context.details())
-            return
         except Exception as exc:
-            log.exception("gRPC stream %s failed", call.stream_id)
-            self._end(call, grpc.StatusCode.UNKNOWN, f"Unexpected {type(exc)}: {exc}")
+            self._handler_failed(call, exc)
             return
         finally:
             # The handler's own cleanup (its requests cancelled) runs now, not whenever the
@@ -692,7 +683,7 @@ class GrpcConnection(asyncio.BufferedProtocol):
         if self._transport is not None and not self._closed:
             self._transport.close()
 
-    def _fail(self, event: ConnectionTerminated) -> None:
+    def _fail(self, event: h2_events.ConnectionTerminated) -> None:
         log.info("closing a gRPC connection: %s", event.why)
         self.cancel_calls()
         self.close()
