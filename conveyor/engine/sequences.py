@@ -80,8 +80,8 @@ class SequenceQueue:
         capacity: int,
         batched: bool = False,
         max_batch: int | None = None,
-        on_expired: Callable[[Request], None] = lambda request: None,
         clock: Clock = time.monotonic,
+        on_expired: Callable[[Request], None] = lambda request: None,
     ) -> None:
         self.model = model
         self.capacity = capacity

@@ -31,20 +31,15 @@ from conveyor.protocol.parameters import (
     flag,
     request_options,
 )
-from conveyor.protocol.request import InferenceRequest, from_options
+from conveyor.protocol.request import DecodedRequest, from_options
 
 
 @dataclasses.dataclass(slots=True)
-class DecodedInfer:
+class DecodedInfer(DecodedRequest):
     """A decoded body: the request for the engine, and how to answer it."""
 
-    request: InferenceRequest
     binary_outputs: dict[str, bool] | None = None  # per requested output; None: the default
     binary_data_output: bool = False  # the request's default for its outputs
-    # Requested outputs to answer as their top-k classes (the classification extension).
-    classifications: dict[str, int] | None = None
-    # Inputs and requested outputs that live in registered shared-memory regions.
-    shared_memory: shm.SharedMemoryUse = dataclasses.field(default_factory=shm.SharedMemoryUse)
 
     @property
     def id(self) -> str | None:
@@ -79,10 +74,10 @@ def decode_request(
     outputs, binary_outputs, classifications = _requested_outputs(header.get("outputs"), in_regions)
     return DecodedInfer(
         from_options(model or "", version, inputs, outputs, request_id, options),
-        binary_outputs,
-        options.binary_data_output,
         classifications or None,
         in_regions,
+        binary_outputs,
+        options.binary_data_output,
     )
 
 

@@ -19,6 +19,7 @@ from typing import NamedTuple
 import numpy as np
 
 from conveyor.protocol.parameters import RequestOptions, wire_priority, wire_timeout
+from conveyor.protocol.shared_memory import SharedMemoryUse
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -56,6 +57,18 @@ class InferenceRequest(NamedTuple):
     timeout: float | None = None
     sequence: SequenceInfo | None = None
     parameters: Mapping[str, object] | None = None
+
+
+@dataclasses.dataclass(slots=True)
+class DecodedRequest:
+    """What a front end's decoder reads from one infer call: the request for the engine,
+    and what the data plane needs to answer it (each front end adds its own answer format)."""
+
+    request: InferenceRequest
+    # Requested outputs to answer as their top-k classes (the classification extension).
+    classifications: dict[str, int] | None = None
+    # Inputs and requested outputs that live in registered shared-memory regions.
+    shared_memory: SharedMemoryUse = dataclasses.field(default_factory=SharedMemoryUse)
 
 
 def from_options(

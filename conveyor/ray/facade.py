@@ -22,7 +22,6 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from conveyor.backends.base import Destinations
 from conveyor.engine import ModelInfo, ModelState, ModelStatistics, RepositoryEntry
 from conveyor.engine.engine import UNKNOWN_MODEL, version_number
 from conveyor.engine.stats import StatsRecorder
@@ -152,18 +151,12 @@ class RemoteEngine:
 
     # -- inference -----------------------------------------------------------------------------
 
-    def submit_request(
-        self,
-        request: InferenceRequest,
-        *,
-        timeline: RequestTimeline | None = None,
-        destinations: Destinations | None = None,
-    ) -> InferFuture:
+    def submit_request(self, request: InferenceRequest, **unused: object) -> InferFuture:
         """Forward ``request`` to its model's deployment; return its future at once.
 
-        ``timeline`` is not stamped (the queue and compute happen in the replica) and
-        ``destinations`` are not used (no shared memory through Ray); the request's
-        parameters reach the model."""
+        The engine's other arguments are taken and not used: a ``timeline`` is not stamped
+        (the queue and compute happen in the replica) and ``destinations`` are not written
+        (no shared memory through Ray). The request's parameters reach the model."""
         served = self._served(request.model, request.version)
         if served.config.decoupled:
             raise Unsupported(NO_STREAMING)

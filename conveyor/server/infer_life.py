@@ -17,8 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from conveyor.futures import InferFuture
-    from conveyor.protocol.request import InferenceRequest
-    from conveyor.protocol.shared_memory import SharedMemoryUse
+    from conveyor.protocol.request import DecodedRequest, InferenceRequest
     from conveyor.server.dataplane import DataPlane
     from conveyor.server.generate import GenerateResponses
     from conveyor.server.tracing.trace import RequestTrace
@@ -53,20 +52,14 @@ class InferLife:
                 trace.recv_start = recv_start
         self.trace: RequestTrace | None = trace
 
-    def submit(
-        self,
-        request: InferenceRequest,
-        *,
-        classifications: Mapping[str, int] | None = None,
-        shared_memory: SharedMemoryUse | None = None,
-        wait_limit: float | None = None,
-    ) -> InferFuture:
-        """The data plane's ``infer``, traced when sampled; the future at once."""
+    def submit(self, decoded: DecodedRequest, wait_limit: float | None = None) -> InferFuture:
+        """The data plane's ``infer`` of a decoded call, traced when sampled; the future at
+        once. ``wait_limit``: as the data plane's (a gRPC deadline)."""
         self.future = future = self.data.infer(
-            request,
-            classifications=classifications,
+            decoded.request,
+            classifications=decoded.classifications,
             wait_limit=wait_limit,
-            shared_memory=shared_memory,
+            shared_memory=decoded.shared_memory,
             trace=self.trace,
         )
         return future

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from conveyor.errors import ConveyorError, ErrorKind
 from conveyor.protocol import openai
-from conveyor.protocol.request import InferenceRequest
+from conveyor.protocol.request import DecodedRequest, InferenceRequest
 from conveyor.server.infer_life import InferLife
 
 if TYPE_CHECKING:
@@ -91,7 +91,7 @@ async def _embeddings(data: DataPlane, body: bytes) -> Reply:
     outputs = [spec.output] if spec.token_mask is None else [spec.output, spec.token_mask]
     life = InferLife(data, "http", request.model, started)
     inputs = openai.input_tensors(request, spec)
-    future = life.submit(InferenceRequest(request.model, inputs, outputs=outputs))
+    future = life.submit(DecodedRequest(InferenceRequest(request.model, inputs, outputs=outputs)))
     try:
         results = await future
     except asyncio.CancelledError:

@@ -60,7 +60,7 @@ def test_request_round_trip(datatype: str, binary_data: bool) -> None:
 @pytest.mark.parametrize("binary_data", [True, False])
 def test_response_readable_by_tritonclient(datatype: str, binary_data: bool) -> None:
     value = sample(datatype) if binary_data else utf8_sample(datatype)
-    request = infer.DecodedInfer(InferenceRequest("m", {}, id="7"), None, binary_data)
+    request = infer.DecodedInfer(InferenceRequest("m", {}, id="7"), binary_data_output=binary_data)
     body, header_length = infer.encode_response("m", "1", request, {"OUT": value})
     result = InferResult.from_response_body(body, header_length=header_length)
     assert result.get_response()["id"] == "7"

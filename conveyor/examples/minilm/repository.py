@@ -18,16 +18,23 @@ from conveyor.examples.minilm.install import ENCODER_FILE
 _TOKENIZER_SOURCE = Path(__file__).with_name("tokenizer_model.py")
 HIDDEN = 384
 
-_TOKENIZER_CONFIG = """\
-# all-MiniLM-L6-v2's tokenizer: TEXT -> word-piece ids and attention mask (padded to the longest).
-backend = "python"
+# Both text models take a batch of strings as one request (max_batch_size 0).
+_TEXT_INPUT = """\
 max_batch_size = 0
 
 [[inputs]]
 name = "TEXT"
 datatype = "BYTES"
 shape = [-1]
+"""
 
+_TOKENIZER_CONFIG = (
+    """\
+# all-MiniLM-L6-v2's tokenizer: TEXT -> word-piece ids and attention mask (padded to the longest).
+backend = "python"
+"""
+    + _TEXT_INPUT
+    + """
 [[outputs]]
 name = "input_ids"
 datatype = "INT64"
@@ -38,6 +45,7 @@ name = "attention_mask"
 datatype = "INT64"
 shape = [-1, -1]
 """
+)
 
 # Ragged dynamic batching: requests of different lengths share an execution, padded to the
 # longest (padding is masked out, so each text's embedding does not change).
@@ -81,16 +89,13 @@ MAX_TEXTS = 256
 # The most word pieces (rows x the longest text's, padding included) one encoder batch holds.
 MAX_BATCH_TOKENS = 512
 
-_ENSEMBLE_CONFIG = """\
+_ENSEMBLE_CONFIG = (
+    """\
 # Sentence embeddings: tokenizer, then encoder (mean-pooled, L2-normalised).
 backend = "ensemble"
-max_batch_size = 0
-
-[[inputs]]
-name = "TEXT"
-datatype = "BYTES"
-shape = [-1]
-
+"""
+    + _TEXT_INPUT
+    + """
 [[outputs]]
 name = "EMBEDDING"
 datatype = "FP32"
@@ -119,6 +124,7 @@ model = "{encoder}"
 input_map = {{ input_ids = "input_ids", attention_mask = "attention_mask" }}
 output_map = {{ EMBEDDING = "EMBEDDING" }}
 """
+)
 
 
 def openvino_available() -> bool:

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from conveyor.errors import InvalidInput
-from conveyor.futures import ParameterValue, response_parameters
+from conveyor.futures import response_parameters
 from conveyor.protocol import binary, bytes_codec
 from conveyor.protocol import shared_memory as shm
 from conveyor.protocol import triton_words as triton
@@ -41,7 +41,7 @@ from conveyor.protocol.parameters import (
     classification_count,
     request_options,
 )
-from conveyor.protocol.request import InferenceRequest, from_options
+from conveyor.protocol.request import DecodedRequest, from_options
 
 # The one typed field that carries each datatype (FP16 and BF16 have none: raw only).
 TYPED_FIELD = {
@@ -84,15 +84,9 @@ STREAM_RESPONSE_FIELD = pb.ModelStreamInferResponse.DESCRIPTOR.fields_by_name[
 ].number
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class InferCall:
+@dataclasses.dataclass(slots=True)
+class InferCall(DecodedRequest):
     """One ModelInferRequest: the request for the engine, and how to answer it."""
-
-    request: InferenceRequest
-    # Requested outputs to answer as their top-k classes (the classification extension).
-    classifications: dict[str, int] | None = None
-    # Inputs and requested outputs that live in registered shared-memory regions.
-    shared_memory: shm.SharedMemoryUse = dataclasses.field(default_factory=shm.SharedMemoryUse)
 
     # What the answer echoes, in the wire's terms.
     @property
@@ -323,55 +317,25 @@ def parameter_values(parameters: Mapping[str, pb.InferParameter]) -> dict[str, A
     return values
 
 
-def infer_response(
-    model: str,
-    version: str,
-    request_id: str,
-    outputs: Mapping[str, np.ndarray],
-    in_regions: Mapping[str, shm.Location] | None = None,
-) -> pb.ModelInferResponse:
-    """The engine's outputs as a response message, every tensor in raw_output_contents
-    (but those written into shared memory: see :func:`response_parts`)."""
-    response, buffers = response_parts(model, version, request_id, outputs, in_regions)
-    response.raw_output_contents.extend(bytes(buffer) for buffer in buffers)
-    return response
-
-
 def infer_response_parts(
     model: str,
     version: str,
     request_id: str,
     outputs: Mapping[str, np.ndarray],
     in_regions: Mapping[str, shm.Location] | None = None,
+    *,
+    stream: bool = False,
 ) -> list[Any]:
-    """:func:`infer_response` serialized in pieces (see :func:`wire.raw_parts`): tensors
-    not copied."""
+    """The engine's outputs as a serialized ModelInferResponse, in pieces (see
+    :func:`wire.raw_parts`): every tensor in raw_output_contents, not copied (but those
+    written into shared memory: see :func:`response_parts`). ``stream``: as a
+    ModelStreamInferResponse, marked as its request's final response (as Triton marks every
+    streamed answer of a model that is not decoupled)."""
     response, buffers = response_parts(model, version, request_id, outputs, in_regions)
-    return wire.raw_parts(response, wire.RAW_OUTPUT_FIELD, buffers)
-
-
-def stream_response_parts(
-    model: str,
-    version: str,
-    request_id: str,
-    outputs: Mapping[str, np.ndarray],
-    in_regions: Mapping[str, shm.Location] | None = None,
-) -> list[Any]:
-    """:func:`stream_response_bytes` in pieces (see :func:`wire.raw_parts`)."""
-    response, buffers = response_parts(model, version, request_id, outputs, in_regions)
+    if not stream:
+        return wire.raw_parts(response, wire.RAW_OUTPUT_FIELD, buffers)
     response.parameters[FINAL_PARAMETER].bool_param = True
     return wire.raw_parts(response, wire.RAW_OUTPUT_FIELD, buffers, within=STREAM_RESPONSE_FIELD)
-
-
-def stream_response_bytes(
-    model: str,
-    version: str,
-    request_id: str,
-    outputs: Mapping[str, np.ndarray],
-    in_regions: Mapping[str, shm.Location] | None = None,
-) -> bytes:
-    """A serialized ModelStreamInferResponse holding :func:`infer_response`; tensors copied once."""
-    return b"".join(stream_response_parts(model, version, request_id, outputs, in_regions))
 
 
 def response_parts(
@@ -389,7 +353,7 @@ def response_parts(
     """
     response = pb.ModelInferResponse(model_name=model, model_version=version, id=request_id)
     for key, value in response_parameters(outputs).items():
-        set_response_parameter(response.parameters, key, value)
+        set_parameter(response.parameters, key, value, unsigned=False)
     add_output = response.outputs.add
     buffers: list[Any] = []
     for name, array in outputs.items():
@@ -403,18 +367,6 @@ def response_parts(
 # Set on every response of ModelStreamInfer, as Triton's stream handler does: true on a
 # request's last response (a model that is not decoupled answers with one, the last).
 FINAL_PARAMETER = "triton_final_response"
-
-
-def set_response_parameter(parameters: Any, key: str, value: ParameterValue) -> None:
-    """A parameter a model set on its response, in the kind Triton sends it: ints as
-    ``int64_param`` (a request's non-negative ints go as uint64, see :func:`set_parameter`)."""
-    parameter = parameters[key]
-    if isinstance(value, bool):
-        parameter.bool_param = value
-    elif isinstance(value, int):
-        parameter.int64_param = value
-    else:
-        parameter.string_param = value
 
 
 # -- the client's side: numpy -> request, response -> numpy -------------------------------
@@ -450,14 +402,19 @@ def add_inputs(
     return buffers
 
 
-def set_parameter(parameters: Any, key: str, value: bool | int | float | str) -> None:
-    """``parameters[key] = value`` in a protobuf InferParameter map, in the matching kind."""
+def set_parameter(
+    parameters: Any, key: str, value: bool | int | float | str, *, unsigned: bool = True
+) -> None:
+    """``parameters[key] = value`` in a protobuf InferParameter map, in the matching kind.
+
+    A request's non-negative ints go as ``uint64_param``, as tritonclient sends priority
+    and timeout; ``unsigned=False`` (a model's response parameters) sends every int as
+    ``int64_param``, as Triton does."""
     parameter = parameters[key]
     if isinstance(value, bool):
         parameter.bool_param = value
     elif isinstance(value, int):
-        # Unsigned where it fits, as tritonclient sends priority and timeout.
-        if value >= 0:
+        if unsigned and value >= 0:
             parameter.uint64_param = value
         else:
             parameter.int64_param = value

@@ -190,12 +190,8 @@ class InferenceServicer:
         )
 
     def _submit(self, life: InferLife, call: converters.InferCall, context: Context) -> InferFuture:
-        return life.submit(
-            call.request,
-            classifications=call.classifications,
-            shared_memory=call.shared_memory,
-            wait_limit=context.time_remaining(),  # the client's deadline bounds the request
-        )
+        # The client's deadline bounds the request.
+        return life.submit(call, wait_limit=context.time_remaining())
 
     async def ModelStreamInfer(
         self, requests: AsyncIterator[Message_], context: Context
@@ -593,9 +589,9 @@ def _parse_infer_request(data: bytes) -> Received | InvalidInput:
 
 
 def _write_infer_response(response: bytes | list[Any] | Message) -> bytes | list[Any]:
-    # Infer answers are pre-serialized, in pieces (converters.infer_response_parts,
-    # stream_response_parts; a transport joins them or writes them as they are); decoupled
-    # partial answers are bytes; errors are still messages.
+    # Infer answers are pre-serialized, in pieces (converters.infer_response_parts; a
+    # transport joins them or writes them as they are); decoupled partial answers are
+    # bytes; errors are still messages.
     return response.SerializeToString() if isinstance(response, Message) else response
 
 
@@ -615,8 +611,13 @@ def _stream_response(
     version = future.model_version or ""
     if error is None:
         try:
-            return converters.stream_response_parts(
-                call.model, version, call.request_id, future.result(), call.shared_memory.outputs
+            return converters.infer_response_parts(
+                call.model,
+                version,
+                call.request_id,
+                future.result(),
+                call.shared_memory.outputs,
+                stream=True,
             )
         except Exception as exc:
             error = exc

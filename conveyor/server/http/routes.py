@@ -359,11 +359,7 @@ class V2Routes:
         try:
             json_length = binary.parse_header_length(header_length, len(body))
             decoded = infer.decode_request(body, json_length, model, version)
-            life.submit(
-                decoded.request,
-                classifications=decoded.classifications,
-                shared_memory=decoded.shared_memory,
-            )
+            life.submit(decoded)
         except Exception:
             life.failed()
             raise

@@ -337,15 +337,10 @@ class RemoteDataPlane(DataPlane):
         return self._start_stream(Stream(next(self._ids), request))
 
     def generate(
-        self,
-        model: str,
-        version: str | None,
-        request: Mapping[str, Any],
-        *,
-        trace: RequestTrace | None = None,
+        self, model: str, version: str | None, request: Mapping[str, Any], **unused: object
     ) -> GenerateResponses:
         # Built in the engine process (it has the model's config); its JSON objects come
-        # back as the stream's items.
+        # back as the stream's items. No trace is given: tracing is off in front ends.
         stream = self._start_stream(Generate(next(self._ids), model, version, dict(request)))
         return _RemoteGenerateResponses(stream, model)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import logging
+from collections.abc import Callable
 
 _log = logging.getLogger("conveyor.triton")
 
@@ -23,6 +24,15 @@ _LEVELS = {
 }
 
 
+def _logging_at(level: LogLevel) -> Callable[[str], None]:
+    """``Logger.log`` at ``level``: Triton's ``log_info``, ``log_warn``, ..."""
+
+    def log_at(message: str) -> None:
+        Logger.log(message, level)
+
+    return log_at
+
+
 class Logger:
     """Triton's model logger; VERBOSE lines are DEBUG lines of ``conveyor.triton``."""
 
@@ -40,21 +50,10 @@ class Logger:
             raise TypeError(f"Logger.log level: expected a pb_utils.LogLevel, got {level!r}")
         _log.log(_LEVELS[level], "%s", _message(message))
 
-    @staticmethod
-    def log_info(message: str) -> None:
-        _log.info("%s", _message(message))
-
-    @staticmethod
-    def log_warn(message: str) -> None:
-        _log.warning("%s", _message(message))
-
-    @staticmethod
-    def log_error(message: str) -> None:
-        _log.error("%s", _message(message))
-
-    @staticmethod
-    def log_verbose(message: str) -> None:
-        _log.debug("%s", _message(message))
+    log_info = staticmethod(_logging_at(LogLevel.INFO))
+    log_warn = staticmethod(_logging_at(LogLevel.WARNING))
+    log_error = staticmethod(_logging_at(LogLevel.ERROR))
+    log_verbose = staticmethod(_logging_at(LogLevel.VERBOSE))
 
 
 def _message(message: object) -> str:

@@ -97,7 +97,9 @@ def test_response_is_raw_and_round_trips() -> None:
         "b": np.array([b"x", b"yz"], dtype=object),
         "c": np.array(["é"], dtype=np.str_),  # unicode arrays travel as BYTES (UTF-8)
     }
-    response = converters.infer_response("m", "1", "id", outputs)
+    response = pb.ModelInferResponse.FromString(
+        b"".join(converters.infer_response_parts("m", "1", "id", outputs))
+    )
     assert [o.datatype for o in response.outputs] == ["INT16", "BYTES", "BYTES"]
     assert len(response.raw_output_contents) == 3
     decoded = converters.decode_outputs(
@@ -110,7 +112,9 @@ def test_response_is_raw_and_round_trips() -> None:
 
 def test_non_contiguous_outputs_are_sent_in_row_major_order() -> None:
     array = np.arange(12, dtype=np.float64).reshape(3, 4).T
-    response = converters.infer_response("m", "1", "", {"t": array})
+    response = pb.ModelInferResponse.FromString(
+        b"".join(converters.infer_response_parts("m", "1", "", {"t": array}))
+    )
     assert (
         np.frombuffer(response.raw_output_contents[0], np.float64).tolist()
         == array.ravel().tolist()

@@ -68,9 +68,11 @@ def test_stream_response_bytes_parse_as_the_protobuf_message() -> None:
         "A": np.arange(MiB // 4, dtype=np.float32),  # 1 MiB: a length that takes 3 varint bytes
         "B": np.array([b"x", b"\xff" * 300], dtype=object),
     }
-    wire = converters.stream_response_bytes("m", "1", "id", outputs)
+    wire = b"".join(converters.infer_response_parts("m", "1", "id", outputs, stream=True))
     expected = pb.ModelStreamInferResponse(
-        infer_response=converters.infer_response("m", "1", "id", outputs)
+        infer_response=pb.ModelInferResponse.FromString(
+            b"".join(converters.infer_response_parts("m", "1", "id", outputs))
+        )
     )
     # Every stream response says whether it is the request's last, as Triton's does.
     expected.infer_response.parameters["triton_final_response"].bool_param = True
