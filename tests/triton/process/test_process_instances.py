@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -23,14 +24,15 @@ def repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def server(repository: Path) -> Iterator[RunningServer]:
-    loads = [arg for name in ("add_sub", "who_am_i", "init_args") for arg in ("--load-model", name)]
+    models = ("add_sub", "tell", "who_am_i", "init_args")
+    loads = [arg for name in models for arg in ("--load-model", name)]
     args = ["--model-control", "explicit", *loads]
     with run_server(repository, extra_args=args) as running:
         yield running
         assert running.process.poll() is None, "the server died during the tests"
 
 
-def _ask(url: str, protocol: str, value: float) -> tuple[int, str, list[float]]:
+def _ask(url: str, protocol: str, value: float) -> tuple[int, str, list[float], dict[str, str]]:
     lib = httpclient if protocol == "http" else grpcclient
     client = lib.InferenceServerClient(url)
     try:
@@ -42,6 +44,7 @@ def _ask(url: str, protocol: str, value: float) -> tuple[int, str, list[float]]:
             int(result.as_numpy("PID")[0]),
             instance.decode() if isinstance(instance, bytes) else str(instance),
             result.as_numpy("DOUBLED").tolist(),
+            json.loads(result.as_numpy("TOLD")[0]),
         )
     finally:
         client.close()
@@ -58,8 +61,11 @@ def test_each_process_instance_runs_its_own_model_in_its_own_process(
         # Concurrent GIL-bound requests spread over the two worker processes.
         with ThreadPoolExecutor(4) as pool:
             answers = list(pool.map(lambda v: _ask(url, protocol, v), [1.0, 2.0, 3.0, 4.0]))
-        for (pid, instance, doubled), value in zip(answers, [1.0, 2.0, 3.0, 4.0], strict=True):
+        for (pid, instance, doubled, told), value in zip(
+            answers, [1.0, 2.0, 3.0, 4.0], strict=True
+        ):
             assert doubled == [2 * value] * 4  # BLS: add_sub ran through the engine
+            assert told == {"asked_by": instance}  # BLS request parameters from a worker
             assert seen.setdefault(instance, pid) == pid  # an instance keeps its process
         return len(seen) == 2
 
@@ -84,7 +90,7 @@ def test_outputs_keep_the_shape_the_model_gave_them_on_a_process_instance(
 
 def test_finalize_runs_in_each_worker_on_unload(server: RunningServer, repository: Path):
     url = server.http_url.split("://")[1]
-    pid, _, _ = _ask(url, "http", 1.0)
+    pid, *_ = _ask(url, "http", 1.0)
     client = httpclient.InferenceServerClient(url)
     try:
         client.unload_model("who_am_i")
