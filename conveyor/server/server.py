@@ -32,7 +32,7 @@ from conveyor.server.grpc.server import GRPCFrontEnd
 from conveyor.server.http.listener import HTTPToolsFrontEnd
 from conveyor.server.http.routes import V2Routes
 from conveyor.server.log_output import LogControl
-from conveyor.server.malloc_tuning import tune_malloc
+from conveyor.server.malloc_tuning import trim_periodically, tune_malloc
 from conveyor.server.metrics import LatencyHistograms
 from conveyor.server.metrics_port import metrics_front_end
 from conveyor.server.settings import Settings
@@ -214,7 +214,11 @@ class Server:
 
     async def main_loop(self) -> None:
         assert self._wake is not None
-        await self._wake.wait()
+        trimming = asyncio.create_task(trim_periodically())
+        try:
+            await self._wake.wait()
+        finally:
+            trimming.cancel()
 
     async def shutdown(self) -> None:
         """Stop accepting, finish and answer admitted requests, close the engine."""

@@ -161,6 +161,9 @@ class InferenceServicer:
                 exc = exc.said_by("ModelInfer RPC")  # Triton's words
             if self._access.enabled:
                 self._access_failed(received, exc, self._clock() - started)
+            # The error's traceback holds this frame, which must not hold the error (an
+            # unparseable message is one) or the message: no cycle keeps them.
+            del received
             await abort(context, exc, "ModelInfer")
 
     def _life(
@@ -564,7 +567,12 @@ class LargeMessage:
 def _decode_large(data: bytes) -> tuple[Received, converters.InferCall]:
     received = _parse_infer_request(data)
     if isinstance(received, InvalidInput):
-        raise received
+        try:
+            raise received
+        finally:
+            # The error's traceback holds this frame: the frame must not hold the error
+            # (a cycle that would keep the message until a full garbage collection).
+            del received
     return received, converters.infer_call(*received)
 
 

@@ -169,6 +169,7 @@ class HTTPProtocol(asyncio.BufferedProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._front_end.connections.discard(self)
         self._transport = None
+        self._requests.close()
         if self._inflight is not None:
             self._inflight.future.cancel()  # nobody will read it: drop it if still queued
         if self._task is not None:

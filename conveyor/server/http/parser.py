@@ -183,6 +183,13 @@ class RequestParser:
             self.on_message_complete()
         return events
 
+    def close(self) -> None:
+        """The connection is gone. httptools' parser holds this object's callbacks and this
+        object holds the parser: dropping it lets both go by reference counting, not at
+        the next full garbage collection."""
+        self._parser = None  # type: ignore[assignment]
+        self.current = self.direct = None
+
     def refuse(self, error: Exception) -> ParsedRequest:
         """Stop reading: the request in progress (or a new one) carries ``error``."""
         request = rejected(error, self.current)

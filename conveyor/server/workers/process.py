@@ -16,7 +16,7 @@ import socket
 import sys
 
 from conveyor.server.frontend import FrontEnd
-from conveyor.server.malloc_tuning import tune_malloc
+from conveyor.server.malloc_tuning import trim_periodically, tune_malloc
 from conveyor.server.server import loop_factory, protocol_front_ends
 from conveyor.server.workers.launch import Launch
 from conveyor.server.workers.remote import RemoteDataPlane
@@ -42,6 +42,7 @@ async def serve(launch: Launch) -> int:
     front_ends.reverse()
     for front_end in front_ends:
         await front_end.start()
+    trimming = loop.create_task(trim_periodically())
     gone = loop.create_task(data.gone.wait())
     stopped = loop.create_task(stop.wait())
     await asyncio.wait([gone, stopped], return_when=asyncio.FIRST_COMPLETED)
@@ -49,7 +50,7 @@ async def serve(launch: Launch) -> int:
     timeout = 0.0 if data.gone.is_set() else launch.settings.drain_timeout
     await asyncio.gather(*(f.stop(timeout) for f in front_ends), return_exceptions=True)
     data.close()
-    for task in (gone, stopped):
+    for task in (gone, stopped, trimming):
         task.cancel()
     return 0
 

@@ -11,32 +11,33 @@ from __future__ import annotations
 import contextlib
 import gzip
 import socket
-import struct
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import hpack
-import numpy as np
 import psutil
 import pytest
-import tritonclient.grpc as grpcclient
 from hyperframe import frame as hf
 
 from conveyor.protocol.grpc._generated import grpc_service_pb2 as pb
 from conveyor.testing import RunningServer, run_server
+from tests.server.grpc.h2.attacks import (
+    ENHANCE_YOUR_CALM,
+    FRAME_SIZE_ERROR,
+    INTERNAL,
+    INVALID_ARGUMENT,
+    MAX_STREAMS,
+    OK,
+    PROTOCOL_ERROR,
+    REFUSED_STREAM,
+    REQUEST,
+    Attacker,
+    Bystander,
+    raw,
+    served,
+    tiny_message,
+)
 from tests.server.grpc.h2.raw_client import PREFACE, RawClient, grpc_message
-
-MAX_STREAMS = 32
-PROTOCOL_ERROR, FRAME_SIZE_ERROR, REFUSED_STREAM, ENHANCE_YOUR_CALM = 0x1, 0x6, 0x7, 0xB
-GOAWAY, RST_STREAM = 0x7, 0x3
-OK, INVALID_ARGUMENT, INTERNAL = 0, 3, 13
-REQUEST = [
-    (":method", "POST"), (":scheme", "http"),
-    (":path", "/inference.GRPCInferenceService/ModelInfer"), (":authority", "localhost"),
-    ("content-type", "application/grpc"), ("te", "trailers"),
-]  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -51,94 +52,6 @@ def server(repository: Path) -> Iterator[RunningServer]:
         yield running
         assert running.stop() == 0, running.output()
         assert "Traceback" not in running.output(), running.output()
-
-
-def served(server: RunningServer) -> None:
-    """Another client's call works."""
-    with grpcclient.InferenceServerClient(f"127.0.0.1:{server.grpc_port}") as client:
-        x = grpcclient.InferInput("INPUT0", [1, 16], "FP32")
-        x.set_data_from_numpy(np.ones((1, 16), np.float32))
-        result = client.infer("tiny", [x], client_timeout=10)
-        np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), np.full((1, 16), 2, np.float32))
-
-
-class Bystander:
-    """A tritonclient calling ``tiny`` in a loop while an attack runs; every call must
-    succeed within its deadline."""
-
-    def __init__(self, server: RunningServer) -> None:
-        self._server = server
-        self._stop = threading.Event()
-        self.calls = 0
-        self.failures: list[str] = []
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        with grpcclient.InferenceServerClient(f"127.0.0.1:{self._server.grpc_port}") as client:
-            x = grpcclient.InferInput("INPUT0", [1, 16], "FP32")
-            x.set_data_from_numpy(np.ones((1, 16), np.float32))
-            while not self._stop.is_set() and self.calls < 10_000:
-                try:
-                    client.infer("tiny", [x], client_timeout=5)
-                    self.calls += 1
-                except Exception as exc:
-                    self.failures.append(str(exc))
-                time.sleep(0.01)
-
-    def __enter__(self) -> Bystander:
-        self._thread.start()
-        deadline = time.monotonic() + 20
-        while not self.calls and not self.failures and time.monotonic() < deadline:
-            time.sleep(0.01)  # the attack starts once the bystander is being served
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(30)
-        assert not self.failures, self.failures[:3]
-        assert self.calls > 0
-
-
-def tiny_message() -> bytes:
-    request = pb.ModelInferRequest(model_name="tiny")
-    request.inputs.add(name="INPUT0", datatype="FP32", shape=[1, 16])
-    request.raw_input_contents.append(np.ones(16, np.float32).tobytes())
-    return grpc_message(request.SerializeToString())
-
-
-class Attacker(RawClient):
-    """A raw client that sends hyperframe frames."""
-
-    def __init__(self, port: int) -> None:
-        super().__init__(port, settings=False)
-        self.send(PREFACE + hf.SettingsFrame(0).serialize())
-        self.hpack = hpack.Encoder()
-
-    def __enter__(self) -> Attacker:
-        return self
-
-    def send_frames(self, *frames: hf.Frame) -> None:
-        self.send(b"".join(frame.serialize() for frame in frames))
-
-    def opening(
-        self, stream_id: int, fields: list[tuple[str, str]] | None = None, *, end: bool = False
-    ) -> hf.HeadersFrame:
-        flags = ["END_HEADERS", *(["END_STREAM"] if end else [])]
-        return hf.HeadersFrame(stream_id, self.hpack.encode(fields or REQUEST), flags=flags)
-
-    def goaway_code(self, timeout: float = 20.0) -> int:
-        """The code of the server's GOAWAY (it then closes the connection)."""
-        for received in self.until_eof(timeout):
-            if received.kind == GOAWAY:
-                return int(struct.unpack(">II", received.payload[:8])[1])
-        raise AssertionError("no GOAWAY before the connection closed")
-
-    def reset_code(self, stream_id: int) -> int | None:
-        return self.until_closed(stream_id).reset
-
-
-def raw(kind: int, flags: int, stream_id: int, payload: bytes) -> bytes:
-    return struct.pack(">I B I", len(payload) << 8 | kind, flags, stream_id) + payload
 
 
 def test_rapid_reset_gets_enhance_your_calm_and_others_are_served(server: RunningServer) -> None:
