@@ -152,7 +152,7 @@ class Footprint:
             rss, fds = self.read()
             self.rss_peak, self.fds_peak = max(self.rss_peak, rss), max(self.fds_peak, fds)
 
-    def settled(self, rss_slack: int, fds_slack: int, timeout: float = 6.0) -> tuple[int, int]:
+    def settled(self, rss_slack: int, fds_slack: int, timeout: float = 4.0) -> tuple[int, int]:
         """RSS and fds once both are back within the slack of before (polled: the server
         hands free memory back every 2 s); what they are at the timeout otherwise."""
         self._stop.set()
