@@ -40,6 +40,7 @@ import numpy as np
 import psutil
 
 from benchmarks.hostile_attacks import H2_ATTACKS, HTTP_ATTACKS
+from benchmarks.soak import second_half_slope
 from conveyor.testing import RunningServer, run_server
 
 RSS_BOUND_BYTES_PER_S = 1024 * 1024 / 60  # 1 MiB a minute
@@ -194,7 +195,7 @@ def hostile_soak(
         fds_idle_after = process.num_fds()
         exit_code = server.stop()
         output = server.output()
-    rss_slope, fds_slope = _slope(samples, 1), _slope(samples, 2)
+    rss_slope, fds_slope = second_half_slope(samples, 1), second_half_slope(samples, 2)
     failed = sum(counts["failed"] for counts in tally.requests.values())
     flat = rss_slope < RSS_BOUND_BYTES_PER_S and abs(fds_slope) < FDS_BOUND_PER_S
     return {
@@ -230,16 +231,6 @@ def hostile_soak(
         "server_tracebacks": output.count("Traceback"),
         "samples": samples,
     }
-
-
-def _slope(samples: list[tuple[float, int, int]], column: int) -> float:
-    """Least-squares slope over the second half of the samples."""
-    half = samples[len(samples) // 2 :]
-    if len(half) < 2:
-        return 0.0
-    t = np.array([sample[0] for sample in half])
-    y = np.array([sample[column] for sample in half], dtype=np.float64)
-    return float(np.polyfit(t, y, 1)[0])
 
 
 def report(result: dict[str, Any]) -> str:

@@ -91,14 +91,14 @@ def soak(seconds: float, clients: int = 4, extra_args: tuple[str, ...] = ()) -> 
         "rss_mb_last": samples[-1][1] / 2**20,
         "fds_first": samples[0][2],
         "fds_last": samples[-1][2],
-        "rss_slope_bytes_per_s": _slope(samples, 1),
-        "fds_slope_per_s": _slope(samples, 2),
+        "rss_slope_bytes_per_s": second_half_slope(samples, 1),
+        "fds_slope_per_s": second_half_slope(samples, 2),
         "exit_code": exit_code,
         "samples": samples,
     }
 
 
-def _slope(samples: list[tuple[float, int, int]], column: int) -> float:
+def second_half_slope(samples: list[tuple[float, int, int]], column: int) -> float:
     """Least-squares slope over the second half of the samples."""
     half = samples[len(samples) // 2 :]
     if len(half) < 2:
