@@ -7,6 +7,8 @@ from conveyor.bench.targets.base import RequestFailed
 from conveyor.cli import main
 from conveyor.testing import run_server
 
+pytestmark = pytest.mark.alone  # measures rate, time or memory: run after the parallel part
+
 SHORT = dict(warmup_s=0.1, duration_s=0.4, drain_s=10.0)
 
 

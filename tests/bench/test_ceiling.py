@@ -2,6 +2,8 @@
 
 import pytest
 
+pytestmark = pytest.mark.alone  # measures rate, time or memory: run after the parallel part
+
 
 @pytest.mark.slow
 def test_canned_http_grpc_and_stream_servers_answer_the_generator(bench_cli):

@@ -14,6 +14,8 @@ import pytest
 
 from benchmarks.hostile_attacks import H2_ATTACKS, HTTP_ATTACKS
 
+pytestmark = pytest.mark.alone  # measures rate, time or memory: run after the parallel part
+
 ROOT = Path(__file__).resolve().parents[2]
 
 # How Conveyor's own transport ends the attacks whose ending does not depend on timing.

@@ -13,6 +13,8 @@ import pytest
 from conveyor import Engine
 from conveyor.examples import onnx_models
 
+pytestmark = pytest.mark.alone  # measures rate, time or memory: run after the parallel part
+
 MEASURE = textwrap.dedent(
     """
     import json, sys, threading

@@ -32,6 +32,8 @@ from conveyor.repository.config import parse_config
 from tests.models import RepoBuilder
 from tests.polling import wait_until
 
+pytestmark = pytest.mark.alone  # measures rate, time or memory: run after the parallel part
+
 # -- helpers -------------------------------------------------------------------------------
 
 

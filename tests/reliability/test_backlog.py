@@ -40,10 +40,13 @@ def somaxconn() -> int:
         return 0
 
 
-pytestmark = pytest.mark.skipif(
-    somaxconn() < BURST,
-    reason=f"needs Linux with net.core.somaxconn >= {BURST} (it caps every backlog)",
-)
+pytestmark = [
+    pytest.mark.skipif(
+        somaxconn() < BURST,
+        reason=f"needs Linux with net.core.somaxconn >= {BURST} (it caps every backlog)",
+    ),
+    pytest.mark.alone,
+]
 
 
 @pytest.fixture(scope="module")

@@ -25,6 +25,8 @@ from tests.models import RunLog
 from tests.polling import wait_until
 from tests.reliability.rel_util import build_repository, raw_exchange, run_log
 
+pytestmark = pytest.mark.alone  # measures rate, time or memory: run after the parallel part
+
 TIMEOUT = 1.0  # the server's header and body timeouts here
 ADMIT = 8  # a few seconds of slack on a busy 2-core CI machine
 

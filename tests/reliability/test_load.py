@@ -28,6 +28,8 @@ from tests.metrics import metric
 from tests.models import RepoBuilder
 from tests.polling import wait_until
 
+pytestmark = pytest.mark.alone  # measures rate, time or memory: run after the parallel part
+
 SERVICE_S = 0.02  # one request's compute: 20 ms, one instance -> 50 requests/s
 QUEUE = 4
 CAPACITY = 1 / SERVICE_S

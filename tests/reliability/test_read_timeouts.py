@@ -18,6 +18,8 @@ import pytest
 from conveyor.testing import RunningServer, run_server
 from tests.reliability.rel_util import build_repository, raw_exchange, read_until_closed
 
+pytestmark = pytest.mark.alone  # measures rate, time or memory: run after the parallel part
+
 TIMEOUT = 1.0  # the server's header and body timeouts here
 KEEP_ALIVE = 4.0  # long enough to tell "closed after the answer" from "closed when idle"
 LIMIT = 64 * 1024  # --max-body-bytes

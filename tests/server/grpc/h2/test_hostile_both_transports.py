@@ -24,7 +24,7 @@ import pytest
 from conveyor.testing import RunningServer, run_server
 from tests.server.grpc.h2.attacks import ATTACKS, Bystander, Footprint, small_limits
 
-pytestmark = pytest.mark.slow  # a minute: ten attacks on two servers
+pytestmark = [pytest.mark.slow, pytest.mark.alone]  # a minute: ten attacks on two servers
 
 MiB = 1024 * 1024
 # What may stay on Conveyor's transport after an attack once its sockets are closed, CI

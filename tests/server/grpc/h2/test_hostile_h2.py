@@ -39,6 +39,8 @@ from tests.server.grpc.h2.attacks import (
 )
 from tests.server.grpc.h2.raw_client import PREFACE, RawClient, grpc_message
 
+pytestmark = pytest.mark.alone  # measures rate, time or memory: run after the parallel part
+
 
 @pytest.fixture(scope="module")
 def server(repository: Path) -> Iterator[RunningServer]:
