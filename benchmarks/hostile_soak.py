@@ -66,12 +66,15 @@ class Tally:
         self.attacks: dict[str, collections.Counter[str]] = {
             name: collections.Counter() for name in (*H2_ATTACKS, *HTTP_ATTACKS)
         }
+        # The attacks under way, so a failure says which attacks it met.
+        self.running: collections.Counter[str] = collections.Counter()
 
     def fail(self, protocol: str, overloaded: bool, why: str) -> None:
         with self.lock:
             self.requests[protocol]["overloaded" if overloaded else "failed"] += 1
             if not overloaded and len(self.failures) < 10:
-                self.failures.append(f"{protocol}: {why}")
+                during = ", ".join(sorted(self.running)) or "no attack"
+                self.failures.append(f"{protocol}: {why} (during: {during})")
 
     def attacks_run(self) -> int:
         with self.lock:
@@ -136,12 +139,17 @@ def _attacker(
     for name, attack, port in itertools.islice(itertools.cycle(kinds), start, None):
         if stop.is_set():
             return
+        with tally.lock:
+            tally.running[name] += 1
         try:
             outcome = attack(port)
         except OSError as exc:
             outcome = f"client error {type(exc).__name__}"
         with tally.lock:
             tally.attacks[name][outcome] += 1
+            tally.running[name] -= 1
+            if not tally.running[name]:
+                del tally.running[name]
         stop.wait(pause)
 
 
