@@ -92,7 +92,9 @@ def difference(conveyor: str, infinity: str, text: str) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[1])
-    parser.add_argument("--seconds", type=float, default=4.0)
+    parser.add_argument(
+        "--seconds", type=float, default=4.0, help="how long each point is measured"
+    )
     parser.add_argument("--infinity", help="HOST:PORT of an Infinity server of the same weights")
     args = parser.parse_args()
     if not installed():

@@ -72,10 +72,18 @@ def error_body(message: str, type: str, param: str | None = None, code: str | No
     return json.dumps({"error": error}).encode()
 
 
-def model_not_found(model: str) -> OpenAIError:
+def model_not_found(model: str, load_failure: str | None = None) -> OpenAIError:
+    """404 for a model that is not there, has no ``[openai]`` table, or failed to load
+    (``load_failure``: the engine's reason)."""
+    if load_failure is not None:
+        message = f"The model {model!r} is not available: {load_failure}"
+    else:
+        message = (
+            f"The model {model!r} does not exist or does not serve embeddings "
+            "(its config has no [openai] table)"
+        )
     return OpenAIError(
-        f"The model {model!r} does not exist or does not serve embeddings "
-        "(its config has no [openai] table)",
+        message,
         status=404,
         param="model",
         code="model_not_found",

@@ -13,7 +13,7 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from conveyor.errors import ConveyorError, ErrorKind
+from conveyor.errors import ConveyorError, ErrorKind, ModelUnavailable
 from conveyor.protocol import openai
 from conveyor.protocol.request import DecodedRequest, InferenceRequest
 from conveyor.server.infer_life import InferLife
@@ -72,6 +72,16 @@ async def handle(
         return status, openai.error_body(exc.message, kind), JSON
 
 
+def refusal_body(exc: BaseException, status: int) -> bytes:
+    """The body of a ``/v1`` request refused before its route ran (no or a wrong token, a
+    body over the limit, a head that does not parse), with the status every route gets:
+    OpenAI's error object, so OpenAI's clients read it as their own."""
+    message = exc.message if isinstance(exc, ConveyorError) else str(exc)
+    if status == 401:  # OpenAI's words for a key it does not take
+        return openai.error_body(message, "invalid_request_error", code="invalid_api_key")
+    return openai.error_body(message, "invalid_request_error" if status < 500 else "server_error")
+
+
 def _refused(status: int, message: str, extra: list[tuple[bytes, bytes]] | None = None) -> Reply:
     return status, openai.error_body(message, "invalid_request_error"), JSON + (extra or [])
 
@@ -81,6 +91,8 @@ async def _embeddings(data: DataPlane, body: bytes) -> Reply:
     request = openai.decode_request(body)
     try:
         spec = data.openai_embeddings(request.model)
+    except ModelUnavailable as exc:  # it failed to load: say why, as V2 infer does
+        raise openai.model_not_found(request.model, exc.message) from None
     except ConveyorError as exc:
         if exc.kind is ErrorKind.NOT_FOUND:
             raise openai.model_not_found(request.model) from None

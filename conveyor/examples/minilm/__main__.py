@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from conveyor.examples.minilm.install import install
+from conveyor.examples.minilm.install import install, installed
 from conveyor.examples.minilm.paths import ENV_VAR, weights_dir
 
 
@@ -25,8 +25,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "where":
         print(weights_dir())
         return 0
-    target = install(args.dir or weights_dir(), force=args.force)
-    print(f"all-MiniLM-L6-v2 installed in {target}")
+    target = args.dir or weights_dir()
+    there = installed(target) and not args.force
+    install(target, force=args.force)  # also builds the encoder's graph if it is missing
+    if there:
+        print(f"all-MiniLM-L6-v2 is already in {target} (--force fetches it again)")
+    else:
+        print(f"all-MiniLM-L6-v2 installed in {target}")
     return 0
 
 

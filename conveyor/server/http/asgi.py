@@ -16,6 +16,7 @@ import asyncio
 from typing import Any
 
 from conveyor.errors import MethodNotAllowed, Unauthenticated
+from conveyor.server import openai
 from conveyor.server.auth import CHALLENGE, OPEN_HTTP_PATHS, BearerAuth
 from conveyor.server.http import body as bodies
 from conveyor.server.http.errors import error_response
@@ -85,6 +86,8 @@ class ASGIApp:
             return
         except Exception as exc:
             status, body = error_response(exc)
+            if openai.is_openai_path(path):  # refused before its route: still OpenAI's shape
+                body = openai.refusal_body(exc, status)
             headers = list(JSON)
             if status == 401:
                 headers.append((b"www-authenticate", CHALLENGE))

@@ -45,6 +45,7 @@ from typing import Protocol, runtime_checkable
 
 from conveyor.errors import InvalidInput, MethodNotAllowed, RequestTimeout
 from conveyor.protocol.binary import BytesLike, Chunk
+from conveyor.server import openai
 from conveyor.server.access_log import AccessLog
 from conveyor.server.auth import CHALLENGE
 from conveyor.server.http import body as bodies
@@ -299,7 +300,7 @@ class HTTPProtocol(asyncio.BufferedProtocol):
                 return
             self._task = self._loop.create_task(self._route(request, body))
         except Exception as exc:
-            self._respond(request, *self._error(exc))
+            self._respond(request, *self._error(exc, request.path))
 
     def _infer_done(self, request: ParsedRequest) -> None:
         pending, self._inflight = self._inflight, None
@@ -433,13 +434,15 @@ class HTTPProtocol(asyncio.BufferedProtocol):
         return self._transport is not None
 
     @staticmethod
-    def _error(exc: BaseException) -> Reply:
+    def _error(exc: BaseException, path: str = "") -> Reply:
         if isinstance(exc, asyncio.CancelledError):
             exc = InvalidInput("the request was cancelled")
         status, body = error_response(exc)
         if isinstance(exc, RequestTimeout):
             status = 408  # a transport matter, not a kind the engine knows
-        elif isinstance(exc, MethodNotAllowed):
+        if openai.is_openai_path(path):  # refused before its route: still OpenAI's shape
+            body = openai.refusal_body(exc, status)
+        if isinstance(exc, MethodNotAllowed):
             return 405, body, [*JSON, (b"allow", ", ".join(exc.allow).encode())]
         return status, body, JSON
 
