@@ -168,8 +168,9 @@ class Settings:
         default=h2_limits.DEFAULT_MAX_HEADER_LIST_BYTES,
         metadata=_option(
             "largest gRPC call headers (metadata) accepted, decoded, counting 32 bytes per "
-            "field as HTTP/2 does (SETTINGS_MAX_HEADER_LIST_SIZE); a client that sends more "
-            "loses its connection (GOAWAY ENHANCE_YOUR_CALM)"
+            "field as HTTP/2 does (SETTINGS_MAX_HEADER_LIST_SIZE); a call that sends more is "
+            "refused (RESOURCE_EXHAUSTED), and past four times the limit its connection is "
+            "closed (GOAWAY ENHANCE_YOUR_CALM)"
         ),
     )
     grpc_handshake_timeout: float = dataclasses.field(
