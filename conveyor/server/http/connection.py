@@ -333,7 +333,7 @@ class HTTPProtocol(asyncio.BufferedProtocol):
                 request.method, request.path, read_body, request.header_length
             )
         except Exception as exc:
-            reply = self._error(exc)
+            reply = self._error(exc, request.path)
         if isinstance(reply, ChunkedReply):  # a chunked body (generate_stream)
             try:
                 written = await self._write_stream(
