@@ -120,7 +120,9 @@ async def start_conveyor_grpc_server(servicer: InferenceServicer, listen: GrpcLi
     same answers (TLS negotiates ALPN "h2")."""
     from conveyor.server.grpc.h2.server import GrpcService, start_h2_server
 
-    methods = bind(servicer.implementations(), servicer.codecs(), servicer.data.access_log)
+    methods = bind(
+        servicer.implementations(), servicer.codecs(), servicer.data.access_log, servicer.starts()
+    )
     service = GrpcService(methods, listen.max_message_bytes, listen.auth, listen.limits)
     host, port, tls = listen.host, listen.port, listen.tls
     ssl_context = None

@@ -5,10 +5,11 @@ INVALID_ARGUMENT instead of grpcio's UNKNOWN.
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import grpc
 from google.protobuf.message import DecodeError
@@ -103,6 +104,28 @@ Serialized = bytes | list[Any]
 Codecs = dict[str, tuple[Callable[[bytes], Any], Callable[[Any], Serialized]]]
 
 
+class Started(Protocol):
+    """A unary call whose request is with the engine, answered from its future's callback
+    instead of a coroutine (see :attr:`Bound.start`)."""
+
+    @property
+    def future(self) -> concurrent.futures.Future[Any]:
+        """The engine's answer to the call's request."""
+
+    def answer(self) -> Any:
+        """The response once :attr:`future` is done; raises ``grpc.aio.AbortError``, the
+        status set on the call's context, if the call failed."""
+
+    def cancel(self) -> None:
+        """The call ended before its answer: drop the request if it is still queued."""
+
+
+# Method name -> start(request, context): a Started, or None to await the method's
+# function instead; raises grpc.aio.AbortError (the status set on the context) to end the
+# call at once.
+Starts = dict[str, Callable[[Any, Any], Started | None]]
+
+
 @dataclasses.dataclass(frozen=True)
 class Bound:
     """One method ready to serve: its implementation and how its messages are read/written."""
@@ -111,12 +134,16 @@ class Bound:
     deserialize: Callable[[bytes], Any]
     serialize: Callable[[Any], Serialized]
     streaming: bool  # bidirectional; otherwise unary
+    # The same unary method driven by callbacks, for a transport that can (Conveyor's own
+    # HTTP/2); grpcio awaits ``function``.
+    start: Callable[[Any, Any], Started | None] | None = None
 
 
 def bind(
     implementations: dict[str, Any],
     codecs: Codecs | None = None,
     access: AccessLog | None = None,
+    starts: Starts | None = None,
 ) -> dict[str, Bound]:
     """Method name -> :class:`Bound`, by the rules :func:`generic_handler` documents.
 
@@ -138,7 +165,8 @@ def bind(
             deserialize, serialize = codec
         if method.client_streaming != method.server_streaming:
             raise NotImplementedError(f"{name}: only unary and bidirectional methods are bound")
-        bound[name] = Bound(function, deserialize, serialize, method.client_streaming)
+        start = (starts or {}).get(name)
+        bound[name] = Bound(function, deserialize, serialize, method.client_streaming, start)
     return bound
 
 

@@ -8,29 +8,29 @@ to a status. Every method runs on the server's asyncio loop and never blocks it.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import grpc
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError, Message
 
 from conveyor.errors import Cancelled, ConveyorError, ErrorKind, InvalidInput, UnaryToDecoupled
-from conveyor.futures import InferFuture
+from conveyor.futures import InferFuture, Outputs
 from conveyor.protocol.grpc import converters, decoupled, wire
 from conveyor.protocol.grpc._generated import grpc_service_pb2 as pb
 from conveyor.protocol.grpc._generated import model_config_pb2
 from conveyor.server.grpc.errors import (
     Context,
-    abort,
     answering_errors,
     as_conveyor_error,
     details,
     status_code,
 )
-from conveyor.server.grpc.service import Codecs, unparseable
+from conveyor.server.grpc.service import Codecs, Starts, unparseable
 from conveyor.server.grpc.trace import trace_setting, traceparent
 from conveyor.server.infer_life import InferLife
 from conveyor.server.stream_send import DEFAULT_STREAM_SEND_TIMEOUT_S, stalled_message
@@ -112,6 +112,10 @@ class InferenceServicer:
 
     # -- inference ------------------------------------------------------------------------
 
+    def starts(self) -> Starts:
+        """Unary methods a transport may drive by callbacks (see :meth:`start_infer`)."""
+        return {"ModelInfer": self.start_infer}
+
     def codecs(self) -> Codecs:
         """How the inference methods read and write messages (see :mod:`.wire`)."""
         return {
@@ -120,7 +124,8 @@ class InferenceServicer:
         }
 
     async def ModelInfer(self, received: Message_, context: Context) -> Any:
-        # Not @answering_errors: the hot path keeps its one try block.
+        # Not @answering_errors: the hot path keeps its one try block. The same steps as
+        # :class:`_UnaryInfer` (the callback-driven form), with an await between them.
         started = self._clock()
         life = None
         try:
@@ -140,31 +145,60 @@ class InferenceServicer:
                 # The client went away (or its deadline passed): drop the request if queued.
                 future.cancel()
                 raise
-            response = converters.infer_response_parts(
-                call.model,
-                future.model_version or "",
-                call.request_id,
-                outputs,
-                call.shared_memory.outputs,
-            )
-            life.answered(self._clock())
-            if self._access.enabled:
-                self._access.grpc(
-                    "ModelInfer", call.model, "OK", self._clock() - started, call.request_id
-                )
-            life.sent_when(getattr(context, "add_done_callback", None))
-            return response
+            return self._infer_response(life, call, future, outputs, context, started)
         except Exception as exc:
-            if life is not None:
-                life.failed()
-            if isinstance(exc, UnaryToDecoupled):
-                exc = exc.said_by("ModelInfer RPC")  # Triton's words
-            if self._access.enabled:
-                self._access_failed(received, exc, self._clock() - started)
+            code, text = self._infer_failed(received, life, exc, started)
             # The error's traceback holds this frame, which must not hold the error (an
             # unparseable message is one) or the message: no cycle keeps them.
             del received
-            await abort(context, exc, "ModelInfer")
+            await context.abort(code, text)
+
+    def start_infer(self, received: Message_, context: Context) -> _UnaryInfer | None:
+        """ModelInfer up to the engine's future, with no coroutine: for a transport that
+        answers from the future's callback (Conveyor's own HTTP/2 saves a task and an
+        asyncio future per call). None: take :meth:`ModelInfer` (a large message is decoded
+        off the loop). An error ends the call as ModelInfer's would: it raises
+        ``grpc.aio.AbortError`` with the status set on ``context``."""
+        if isinstance(received, LargeMessage):
+            return None
+        return _UnaryInfer(self, received, context)
+
+    def _infer_response(
+        self,
+        life: InferLife,
+        call: converters.InferCall,
+        future: InferFuture,
+        outputs: Outputs,
+        context: Context,
+        started: float,
+    ) -> Any:
+        response = converters.infer_response_parts(
+            call.model,
+            future.model_version or "",
+            call.request_id,
+            outputs,
+            call.shared_memory.outputs,
+        )
+        life.answered(self._clock())
+        if self._access.enabled:
+            self._access.grpc(
+                "ModelInfer", call.model, "OK", self._clock() - started, call.request_id
+            )
+        life.sent_when(getattr(context, "add_done_callback", None))
+        return response
+
+    def _infer_failed(
+        self, received: Message_ | None, life: InferLife | None, exc: Exception, started: float
+    ) -> tuple[grpc.StatusCode, str]:
+        """The status a failed ModelInfer call ends with; its trace and access line."""
+        if life is not None:
+            life.failed()
+        if isinstance(exc, UnaryToDecoupled):
+            exc = exc.said_by("ModelInfer RPC")  # Triton's words
+        if self._access.enabled:
+            self._access_failed(received, exc, self._clock() - started)
+        error = as_conveyor_error(exc, "ModelInfer")
+        return status_code(error.kind), details(error.message)
 
     def _life(
         self, model: str, context: Context, arrived: float, in_stream: bool = False
@@ -180,7 +214,7 @@ class InferenceServicer:
         # perf_counter and perf_counter_ns: one clock
         return InferLife(data, "grpc", model, arrived, traceparent(context), int(opened * 1e9))
 
-    def _access_failed(self, received: Message_, exc: Exception, seconds: float) -> None:
+    def _access_failed(self, received: Message_ | None, exc: Exception, seconds: float) -> None:
         """The access line of a ModelInfer call that fails with ``exc``."""
         kind = exc.kind if isinstance(exc, ConveyorError) else ErrorKind.INTERNAL
         request = received[0] if isinstance(received, tuple) else None
@@ -536,6 +570,61 @@ class InferenceServicer:
 
 
 Received = tuple[pb.ModelInferRequest, Sequence[bytes | memoryview]]
+
+
+class _UnaryInfer:
+    """One ModelInfer call driven by callbacks (see :meth:`InferenceServicer.start_infer`):
+    made as the request is read, it submits it; :meth:`answer` builds the response once
+    :attr:`future` is done."""
+
+    __slots__ = ("_call", "_context", "_life", "_received", "_servicer", "_started", "future")
+
+    def __init__(self, servicer: InferenceServicer, received: Message_, context: Context) -> None:
+        self._servicer = servicer
+        self._context = context
+        self._started = started = servicer._clock()
+        self._life: InferLife | None = None
+        self._received: Message_ | None = received
+        try:
+            if isinstance(received, InvalidInput):
+                raise received  # the message itself could not be parsed
+            assert not isinstance(received, LargeMessage)  # start_infer sends those on
+            self._life = life = servicer._life(received[0].model_name, context, started)
+            self._call = call = converters.infer_call(*received)
+            self.future = servicer._submit(life, call, context)
+        except Exception as exc:
+            self._fail(exc)
+
+    def answer(self) -> Any:
+        """The response, once :attr:`future` is done; raises ``grpc.aio.AbortError`` (the
+        status on the context) if the request failed."""
+        life = self._life
+        assert life is not None  # submitted: the constructor raised otherwise
+        future = self.future
+        try:
+            try:
+                outputs = future.result()
+            except concurrent.futures.CancelledError:
+                raise Cancelled("the request was cancelled") from None
+            return self._servicer._infer_response(
+                life, self._call, future, outputs, self._context, self._started
+            )
+        except Exception as exc:
+            self._fail(exc)
+        finally:
+            self._received = None  # the response no longer needs the request's views
+
+    def cancel(self) -> None:
+        """The client went away (or its deadline passed): drop the request if queued."""
+        self.future.cancel()
+
+    def _fail(self, exc: Exception) -> NoReturn:
+        context = self._context
+        code, text = self._servicer._infer_failed(self._received, self._life, exc, self._started)
+        self._received = None
+        context.set_code(code)
+        context.set_details(text)
+        raise grpc.aio.AbortError()
 
 
 def _setting_value(value: pb.LogSettingsRequest.SettingValue) -> bool | int | str | None:

@@ -22,7 +22,7 @@ import grpc
 import numpy as np
 
 from conveyor.server.grpc.h2.streams import Stream
-from conveyor.server.grpc.service import Bound
+from conveyor.server.grpc.service import Bound, Started
 
 log = logging.getLogger("conveyor.server.grpc")
 
@@ -173,6 +173,7 @@ class Call:
         "context",
         "deadline_timer",
         "finished",
+        "handler",
         "headers_sent",
         "messages",
         "method",
@@ -180,7 +181,6 @@ class Call:
         "remote_closed",
         "stream",
         "stream_id",
-        "task",
         "wbits",
     )  # fmt: skip
 
@@ -196,7 +196,9 @@ class Call:
         self.remote_closed = False  # the client sent END_STREAM
         self.finished = False  # our END_STREAM (or a reset) is sent
         self.partway = False  # a response message is partly sent: no trailers until it ends
-        self.task: asyncio.Task[None] | None = None
+        # What answers the call: its handler's task, or a unary call the engine answers
+        # through a callback; cancelled if the call ends first.
+        self.handler: asyncio.Task[None] | Started | None = None
         # Complete messages, unread; a compressed one stays compressed (a _Deflated) until
         # it is taken, so unread messages hold what the client sent, not what it inflates to.
         self.messages: deque[bytes | _Deflated] = deque()

@@ -43,6 +43,7 @@ from conveyor.server.grpc.h2.core import H2Core
 from conveyor.server.grpc.h2.headers import RequestHeaders
 from conveyor.server.grpc.h2.limits import Limits
 from conveyor.server.grpc.service import Bound, Serialized
+from conveyor.wakeups import mailbox
 
 
 class Service(Protocol):
@@ -102,6 +103,7 @@ class GrpcConnection(asyncio.BufferedProtocol):
         self._service = service
         self._transport: asyncio.Transport | None = None
         self._loop = asyncio.get_running_loop()
+        self._mailbox = mailbox(self._loop)  # engine answers: one wakeup for many
         self._flush_scheduled = False
         self._core = H2Core(self._schedule_flush, service.limits)
         self._reading_paused = False  # the client does not read what its frames asked for
@@ -138,9 +140,9 @@ class GrpcConnection(asyncio.BufferedProtocol):
         self._service.connections.discard(self)
         for call in self._calls.values():
             call.drop()
-            if call.task is not None:
-                call.task.cancel()
-                call.task = None
+            if call.handler is not None:
+                call.handler.cancel()
+                call.handler = None
         self._calls.clear()
         self._wake_senders()
         self.resume_writing()  # a sender waiting for room sees the connection closed
@@ -275,9 +277,9 @@ class GrpcConnection(asyncio.BufferedProtocol):
                 call = calls.pop(event.stream_id, None)
                 if call is not None:
                     call.drop()  # the client cancelled it: nothing more is sent
-                    if call.task is not None:
-                        call.task.cancel()
-                        call.task = None
+                    if call.handler is not None:
+                        call.handler.cancel()
+                        call.handler = None
                     self._wake_senders()
                     self._service.call_ended(self)
             elif type(event) is h2_events.DrainPingAcked:
@@ -366,7 +368,7 @@ class GrpcConnection(asyncio.BufferedProtocol):
             call.deadline_timer = self._loop.call_later(head.timeout, self._deadline_passed, call)
         if method.streaming:
             context._ender = functools.partial(self._abandon, call)
-            call.task = self._loop.create_task(self._stream(call))
+            call.handler = self._loop.create_task(self._stream(call))
         elif event.ended:
             self._end(call, grpc.StatusCode.INTERNAL, "the call sent no request message")
 
@@ -375,8 +377,8 @@ class GrpcConnection(asyncio.BufferedProtocol):
         call.deadline_timer = None
         if call.finished:
             return
-        if call.task is not None:
-            call.task.cancel()
+        if call.handler is not None:
+            call.handler.cancel()
         self._end(call, grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")
 
     def _remote_closed(self, call: Call) -> None:
@@ -395,19 +397,51 @@ class GrpcConnection(asyncio.BufferedProtocol):
                 f"a unary call must send one request message, not {len(call.messages)}",
             )  # fmt: skip
             return
-        call.task = self._loop.create_task(self._unary(call))
+        self._start_unary(call, method)
 
-    async def _unary(self, call: Call) -> None:
-        method = call.method
-        assert method is not None
-        context = call.context
+    def _start_unary(self, call: Call, method: Bound) -> None:
+        """Hand a unary call's one message to its method. A method that can be driven by
+        callbacks (``Bound.start``: ModelInfer) costs no task: the engine's answer comes
+        back through the loop's mailbox, with other answers that completed together."""
         try:
             message = call.take()
         except MessageFailure as exc:
             self._message_failed(call, exc)
             return
         try:
-            response = await method.function(method.deserialize(message), context)
+            received = method.deserialize(message)
+            del message
+            started = None if method.start is None else method.start(received, call.context)
+        except Exception as exc:
+            self._handler_failed(call, exc)
+            return
+        if started is None:
+            call.handler = self._loop.create_task(self._unary(call, method, received))
+            return
+        # future -> callback -> call -> started -> future: a cycle until the answer (or
+        # the call's end) takes ``started`` off the call.
+        call.handler = started
+        box = self._mailbox
+        started.future.add_done_callback(lambda _: box.post(self._unary_answered, call))
+
+    def _unary_answered(self, call: Call) -> None:
+        started = call.handler
+        call.handler = None
+        if call.finished or started is None or isinstance(started, asyncio.Task):
+            return  # reset, past its deadline, or its connection lost: nobody to answer
+        method = call.method
+        assert method is not None
+        try:
+            payload = method.serialize(started.answer())
+        except Exception as exc:
+            self._handler_failed(call, exc)
+            return
+        if not self._send(call, payload, True):
+            call.handler = self._loop.create_task(self._send_slowly(call, payload, True))
+
+    async def _unary(self, call: Call, method: Bound, received: Any) -> None:
+        try:
+            response = await method.function(received, call.context)
             payload = method.serialize(response)
         except Exception as exc:
             self._handler_failed(call, exc)
@@ -457,7 +491,7 @@ class GrpcConnection(asyncio.BufferedProtocol):
         cancelled out of the write it waits in."""
         if call.finished or self._closed:
             return
-        task = call.task
+        task = call.handler
         if call.partway:
             self._core.reset_stream(call.stream, f.CANCEL)
             self._finished(call)
@@ -611,7 +645,7 @@ class GrpcConnection(asyncio.BufferedProtocol):
             call.deadline_timer.cancel()
             call.deadline_timer = None
         self._calls.pop(call.stream_id, None)
-        call.task = None  # no cycle through a finished task's frames
+        call.handler = None  # no cycle through a finished task's frames
         self._idle_timer()
         self._service.call_ended(self)
 
@@ -671,9 +705,9 @@ class GrpcConnection(asyncio.BufferedProtocol):
     def cancel_calls(self) -> None:
         """The drain is over: cancel every running call (the client sees CANCELLED)."""
         for call in list(self._calls.values()):
-            if call.task is not None:
-                call.task.cancel()
-                call.task = None
+            if call.handler is not None:
+                call.handler.cancel()
+                call.handler = None
             call.drop()
         self._calls.clear()
         self._core.cancel_all()
