@@ -40,7 +40,6 @@ from conveyor.server.grpc.h2.calls import (
     UndecodableMessage,
 )
 from conveyor.server.grpc.h2.core import H2Core
-from conveyor.server.grpc.h2.headers import RequestHeaders
 from conveyor.server.grpc.h2.limits import Limits
 from conveyor.server.grpc.service import Bound, Serialized
 from conveyor.wakeups import mailbox
@@ -323,7 +322,7 @@ class GrpcConnection(asyncio.BufferedProtocol):
     # -- calls ----------------------------------------------------------------------------
 
     def _open(self, event: h2_events.RequestReceived) -> None:
-        head = RequestHeaders(event.fields)
+        head = event.head
         service = self._service
         method = service.methods.get(head.path)
         context = CallContext(head.metadata, head.timeout)

@@ -526,7 +526,7 @@ class H2Core:
             return
         stream.header_bytes = decoded.size
         self._header_bytes += decoded.size
-        events.append(RequestReceived(stream_id, decoded.fields, ended))
+        events.append(RequestReceived(stream_id, decoded.fields, ended, decoded.request()))
 
     def _refuse_headers(self, stream_id: int, ended: bool, size: int) -> None:
         """A request whose headers were decoded whole (the HPACK table is in step) but are

@@ -8,17 +8,23 @@ three of them (its headers, its message, the end of its stream).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from conveyor.server.grpc.h2.headers import RequestHeaders
 
 Fields = list[tuple[bytes, bytes]]
 
 
 @dataclass(slots=True)
 class RequestReceived:
-    """A new stream's request header block, decoded. ``ended``: it carried END_STREAM."""
+    """A new stream's request header block, decoded (``head``: what it says to gRPC).
+    ``ended``: it carried END_STREAM."""
 
     stream_id: int
     fields: Fields
     ended: bool
+    head: RequestHeaders
 
 
 @dataclass(slots=True)

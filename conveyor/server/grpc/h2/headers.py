@@ -48,13 +48,22 @@ class Decoded:
     """One decoded request header block: its fields, their size by HPACK's measure (name +
     value + 32 each), and why it is a malformed request (RFC 9113 8.1.1), or ""."""
 
-    __slots__ = ("fields", "malformed", "method", "size")
+    __slots__ = ("_request", "fields", "malformed", "method", "size")
 
     def __init__(self, fields: Fields) -> None:
         self.fields = fields
         self.size = sum(len(name) + len(value) + 32 for name, value in fields)
         self.method = b""
         self.malformed = self._check()
+        self._request: RequestHeaders | None = None
+
+    def request(self) -> RequestHeaders:
+        """What the fields say to gRPC, read once: a cached block (a client repeating a
+        call) gives every call the same, unchanging :class:`RequestHeaders`."""
+        request = self._request
+        if request is None:
+            request = self._request = RequestHeaders(self.fields)
+        return request
 
     def _check(self) -> str:
         seen: set[bytes] = set()
@@ -132,7 +141,8 @@ class HeaderDecoder:
 
 class RequestHeaders:
     """What a call's HEADERS say: its method's path, content type, message encoding,
-    ``grpc-timeout`` (seconds, None when absent) and metadata (``-bin`` values decoded)."""
+    ``grpc-timeout`` (seconds, None when absent) and metadata (``-bin`` values decoded).
+    Read-only once made: calls whose header blocks are the same share one."""
 
     __slots__ = ("bad_timeout", "content_type", "encoding", "metadata", "path", "timeout")
 
