@@ -622,6 +622,9 @@ class _UnaryInfer:
         context = self._context
         code, text = self._servicer._infer_failed(self._received, self._life, exc, self._started)
         self._received = None
+        # Its traceback's frames hold it (and the request): a cycle only the collector
+        # would free. A bug's traceback was logged above; nothing reads it after.
+        exc.__traceback__ = None
         context.set_code(code)
         context.set_details(text)
         raise grpc.aio.AbortError()
