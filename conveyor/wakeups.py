@@ -5,7 +5,8 @@ serves the client. ``loop.call_soon_threadsafe`` does that with a write to the l
 self-pipe per call: one system call, and one more read by the loop, for every request.
 Under load, many requests complete while the loop is busy with others, so a
 :class:`Mailbox` posts each callback into a list and wakes the loop only when the list
-was empty: the loop runs everything posted since, in order, in one iteration.
+was empty: the loop runs everything posted since, in order, in one iteration. A post
+from the loop's own thread needs no wakeup at all.
 """
 
 from __future__ import annotations
@@ -41,7 +42,12 @@ class Mailbox:
                 return
             self._waking = True
         try:
-            self._loop.call_soon_threadsafe(self._run)
+            if asyncio._get_running_loop() is self._loop:
+                # Posted on the loop's own thread (a --workers front end's answers arrive
+                # on it): the loop runs the list in its next turn, with no self-pipe write.
+                self._loop.call_soon(self._run)
+            else:
+                self._loop.call_soon_threadsafe(self._run)
         except RuntimeError:  # the loop is closed: nobody is left to run it
             with self._lock:
                 self._waking = False
