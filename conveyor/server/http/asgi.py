@@ -16,7 +16,6 @@ import asyncio
 from typing import Any
 
 from conveyor.errors import MethodNotAllowed, Unauthenticated
-from conveyor.server import openai
 from conveyor.server.auth import CHALLENGE, OPEN_HTTP_PATHS, BearerAuth
 from conveyor.server.http import body as bodies
 from conveyor.server.http.errors import error_response
@@ -85,9 +84,7 @@ class ASGIApp:
         except ClientGone:
             return
         except Exception as exc:
-            status, body = error_response(exc)
-            if openai.is_openai_path(path):  # refused before its route: still OpenAI's shape
-                body = openai.refusal_body(exc, status)
+            status, body = error_response(exc, path)
             headers = list(JSON)
             if status == 401:
                 headers.append((b"www-authenticate", CHALLENGE))

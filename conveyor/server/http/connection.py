@@ -45,7 +45,6 @@ from typing import Protocol, runtime_checkable
 
 from conveyor.errors import InvalidInput, MethodNotAllowed, RequestTimeout
 from conveyor.protocol.binary import BytesLike, Chunk
-from conveyor.server import openai
 from conveyor.server.access_log import AccessLog
 from conveyor.server.auth import CHALLENGE
 from conveyor.server.http import body as bodies
@@ -437,11 +436,9 @@ class HTTPProtocol(asyncio.BufferedProtocol):
     def _error(exc: BaseException, path: str = "") -> Reply:
         if isinstance(exc, asyncio.CancelledError):
             exc = InvalidInput("the request was cancelled")
-        status, body = error_response(exc)
+        status, body = error_response(exc, path)
         if isinstance(exc, RequestTimeout):
             status = 408  # a transport matter, not a kind the engine knows
-        if openai.is_openai_path(path):  # refused before its route: still OpenAI's shape
-            body = openai.refusal_body(exc, status)
         if isinstance(exc, MethodNotAllowed):
             return 405, body, [*JSON, (b"allow", ", ".join(exc.allow).encode())]
         return status, body, JSON

@@ -10,6 +10,7 @@ import logging
 
 from conveyor.errors import ConveyorError, ErrorKind, UnaryToDecoupled
 from conveyor.protocol.json_codec import dumps
+from conveyor.server import openai
 
 log = logging.getLogger("conveyor.http")
 
@@ -34,8 +35,18 @@ STATUS: dict[ErrorKind, int] = {
 }
 
 
-def error_response(exc: BaseException) -> tuple[int, bytes]:
-    """The status and ``{"error": ...}`` body for any exception a handler let through."""
+def error_response(exc: BaseException, path: str = "") -> tuple[int, bytes]:
+    """The status and ``{"error": ...}`` body for any exception a handler let through; on
+    an OpenAI path (``/v1``), OpenAI's error object instead, whatever refused the request
+    (the token check, the body limit, a head that does not parse), so OpenAI's clients
+    read it as their own."""
+    status, body = _v2_error(exc)
+    if openai.is_openai_path(path):
+        body = openai.refusal_body(exc, status)
+    return status, body
+
+
+def _v2_error(exc: BaseException) -> tuple[int, bytes]:
     if isinstance(exc, UnaryToDecoupled):
         exc = exc.said_by("HTTP end point")  # Triton's words for infer to a decoupled model
     if isinstance(exc, ConveyorError):
