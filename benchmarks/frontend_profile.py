@@ -104,6 +104,7 @@ BUCKETS: list[tuple[str, tuple[str, ...]]] = [
             "encode_outputs",
             "encode_infer_response",
             "_encode",
+            "infer_response_parts",  # gRPC's response pieces
         ),
     ),
     (
@@ -411,7 +412,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{machine_line()}; load average {load_before:.1f} at the start. tiny, closed loop, "
             f"concurrency 16, batch 1; server on core 0, generator and py-spy on core 1; "
             f"{args.duration:g} s windows; in-process engine on core 0: {inprocess:,.0f} infer/s. "
-            f"Command: `python -m benchmarks.frontend_profile`.",
+            f"Command: `{' '.join(['python -m benchmarks.frontend_profile', *sys.argv[1:]])}`.",
             "",
             tables(results, inprocess),
             "",
