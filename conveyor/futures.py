@@ -12,7 +12,7 @@ import concurrent.futures
 import itertools
 import queue
 import time
-from collections.abc import AsyncIterator, Generator, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Generator, Iterable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -143,6 +143,13 @@ class InferFuture(concurrent.futures.Future[Outputs]):
             if self._state not in _SETTLED:
                 self.completion_seq = next(_completion_order)
             super().set_exception(exception)
+
+    def _invoke_callbacks(self) -> None:
+        # Each callback runs once (added later, it runs at once); then they are let go: a
+        # callback often holds what holds this future (an ensemble's run holds its request's
+        # future), a cycle that only the garbage collector would free.
+        super()._invoke_callbacks()  # type: ignore[misc]  # Future's own step, not in its stubs
+        self._done_callbacks: list[Callable[..., object]] = []
 
     def cancel(self) -> bool:
         cancelled = super().cancel()

@@ -16,7 +16,7 @@ import dataclasses
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from concurrent.futures import CancelledError, Future, InvalidStateError
+from concurrent.futures import Future, InvalidStateError
 from typing import Any, Protocol
 
 import numpy as np
@@ -393,14 +393,16 @@ class _Run:
     def _on_step_done(self, index: int, done: Future[Outputs]) -> None:
         if self.timeline is not None:
             self.step_timelines[index].finished = time.perf_counter_ns()
-        try:
-            produced = done.result()
-        except CancelledError:
+        if done.cancelled():
             self._fail(index, ModelError("the step was cancelled"))
             return
-        except Exception as exc:
-            self._fail(index, exc)
+        # Read, not raised: raised here, the error's traceback would hold this frame, which
+        # holds the future that holds the error (a cycle only the collector frees).
+        error = done.exception()
+        if error is not None:
+            self._fail(index, error)
             return
+        produced = done.result()
         step = self.ensemble.steps[index]
         ready = []
         with self.lock:

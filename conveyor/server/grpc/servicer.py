@@ -128,13 +128,13 @@ class InferenceServicer:
         # :class:`_UnaryInfer` (the callback-driven form), with an await between them.
         started = self._clock()
         life = None
+        call: converters.InferCall | None = None
+        future: InferFuture | None = None
         try:
             if isinstance(received, InvalidInput):
                 raise received  # the message itself could not be parsed
             if isinstance(received, LargeMessage):
                 received, call = await received.decoded()
-            else:
-                call = None
             life = self._life(received[0].model_name, context, started)
             if call is None:
                 call = converters.infer_call(*received)
@@ -148,10 +148,15 @@ class InferenceServicer:
             return self._infer_response(life, call, future, outputs, context, started)
         except Exception as exc:
             code, text = self._infer_failed(received, life, exc, started)
-            # The error's traceback holds this frame, which must not hold the error (an
-            # unparseable message is one) or the message: no cycle keeps them.
-            del received
-            await context.abort(code, text)
+            # Its traceback's frames hold it (this frame holds the future that holds it,
+            # or the message that is it): a cycle only the collector would free. A bug's
+            # traceback was logged above; nothing reads it after.
+            exc.__traceback__ = None
+        # Aborted outside the handler, so the abort's error does not hold this one, and
+        # holding nothing of the call: grpcio keeps the abort's traceback, and with it this
+        # frame, in a cycle of its own.
+        del received, life, call, future
+        await context.abort(code, text)
 
     def start_infer(self, received: Message_, context: Context) -> _UnaryInfer | None:
         """ModelInfer up to the engine's future, with no coroutine: for a transport that

@@ -312,6 +312,9 @@ class HTTPProtocol(asyncio.BufferedProtocol):
             status, body, headers = pending.reply_parts(pending.future.result())
         except Exception as exc:  # the engine's error, or cancelled
             status, error_body, headers = self._error(exc)
+            # Raised here, its traceback holds this frame, which holds the future that
+            # holds it: a cycle only the collector would free, with the request's tensors.
+            exc.__traceback__ = None
             life.failed()
             self._respond(request, status, [error_body], headers)
             return

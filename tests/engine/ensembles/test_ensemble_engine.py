@@ -10,6 +10,7 @@ import pytest
 
 from conveyor import Engine
 from conveyor.errors import ModelError, ModelNotReady
+from tests.cycles import left_in_cycles
 from tests.engine.ensembles.models import STEP_MODELS, build_repository
 
 
@@ -84,3 +85,18 @@ def test_close_finishes_the_ensemble_requests_in_flight(tmp_path: Path) -> None:
     future = engine.submit("sleep_chain", {"DELAY": np.array([0.2], np.float32)})
     engine.close()  # while sleep_a runs: sleep_b's step is submitted during the drain
     assert future.result(timeout=0)["SPAN"].shape == (2,)
+
+
+def test_an_answered_request_leaves_nothing_in_cycles(engine: Engine) -> None:
+    # An ensemble's run holds its request's future, whose done callbacks held the run: every
+    # request, answered or failed, stayed (with its tensors) until the collector ran.
+    def requests() -> None:
+        relayed = engine.submit("relay", {"INPUT0": np.ones((2, 3), np.float32)})
+        assert relayed.result(timeout=30)["OUTPUT0"].shape == (2, 3)
+        failed = engine.submit("failing_pipeline", {"RAW": np.ones((1, 16), np.float32)})
+        # Read, not raised: raised here, the error's traceback would hold this frame, which
+        # holds the future, which holds the error (the caller's cycle, not the engine's).
+        assert isinstance(failed.exception(timeout=30), ModelError)
+
+    left = left_in_cycles(requests)
+    assert not {"_Run", "InferFuture", "ModelError", "ValueError", "frame"} & left, left
