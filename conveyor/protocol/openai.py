@@ -150,8 +150,12 @@ def decode_request(body: bytes) -> EmbeddingsRequest:
     return EmbeddingsRequest(model, texts, encoding, dimensions, token_ids)
 
 
+# Ids travel as INT64: a larger integer cannot be one.
+_MAX_ID = 2**63 - 1
+
+
 def _is_id(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= _MAX_ID
 
 
 def _token_ids(value: list[Any]) -> list[list[int]]:
@@ -161,7 +165,7 @@ def _token_ids(value: list[Any]) -> list[list[int]]:
         if not isinstance(ids, list) or not all(_is_id(t) for t in ids):
             raise OpenAIError(
                 "'input' must be a string, a list of strings, a list of token ids (integers "
-                ">= 0), or a list of such lists",
+                "from 0 to 2**63 - 1), or a list of such lists",
                 param="input",
             )
         if not ids:
@@ -186,8 +190,9 @@ def check_request(request: EmbeddingsRequest, spec: EmbeddingsSpec) -> None:
             param="input",
         )
     if request.count > spec.max_inputs:
+        kind = "texts" if request.token_ids is None else "token-id lists"
         raise OpenAIError(
-            f"'input' holds {request.count} texts; model {request.model!r} takes at most "
+            f"'input' holds {request.count} {kind}; model {request.model!r} takes at most "
             f"{spec.max_inputs} per request (openai.max_inputs in its config)",
             param="input",
         )
@@ -201,7 +206,7 @@ def check_request(request: EmbeddingsRequest, spec: EmbeddingsSpec) -> None:
     if request.dimensions is not None and not spec.truncatable:
         raise OpenAIError(
             f"model {request.model!r} does not support 'dimensions' "
-            "(openai.truncatable is not set in its config)",
+            "(its config does not set openai.truncatable = true)",
             param="dimensions",
         )
 

@@ -94,6 +94,14 @@ def test_dimensions_cuts_and_renormalises(
     np.testing.assert_allclose(got, full / np.linalg.norm(full), rtol=1e-6)
 
 
+def test_dimensions_are_refused_where_the_config_does_not_allow_them(
+    client: openai.OpenAI,
+) -> None:
+    with pytest.raises(openai.BadRequestError, match=r"openai\.truncatable = true") as caught:
+        client.embeddings.create(model="ids", input=[101, 102], dimensions=3)
+    assert caught.value.param == "dimensions"
+
+
 def test_unknown_model_is_openais_404(client: openai.OpenAI) -> None:
     with pytest.raises(openai.NotFoundError) as caught:
         client.embeddings.create(model="nope", input="text")
@@ -175,11 +183,13 @@ def test_text_is_refused_by_a_token_id_model(client: openai.OpenAI) -> None:
 
 
 def test_bad_token_ids_are_refused(client: openai.OpenAI) -> None:
-    with pytest.raises(openai.BadRequestError, match="integers >= 0"):
+    with pytest.raises(openai.BadRequestError, match=r"integers from 0 to 2\*\*63 - 1"):
         client.embeddings.create(model="ids", input=[[1, -2]])
+    with pytest.raises(openai.BadRequestError, match="token ids"):
+        client.embeddings.create(model="ids", input=[[1, 2**63]])  # no INT64 holds it
     with pytest.raises(openai.BadRequestError, match=r"'input\[1\]' is an empty list"):
         client.embeddings.create(model="ids", input=[[1], []])
-    with pytest.raises(openai.BadRequestError, match="at most 4"):
+    with pytest.raises(openai.BadRequestError, match=r"holds 5 token-id lists.*at most 4"):
         client.embeddings.create(model="ids", input=[[1]] * 5)
 
 
