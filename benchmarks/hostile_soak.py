@@ -289,13 +289,34 @@ def report(result: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seconds", type=float, default=600.0)
-    parser.add_argument("--http-clients", type=int, default=2)
-    parser.add_argument("--grpc-clients", type=int, default=2)
-    parser.add_argument("--attackers", type=int, default=2)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
+    parser.add_argument(
+        "--seconds",
+        type=float,
+        default=600.0,
+        help="how long the load and the attacks run",
+    )
+    parser.add_argument(
+        "--http-clients", type=int, default=2, help="closed-loop HTTP clients on tiny"
+    )
+    parser.add_argument(
+        "--grpc-clients", type=int, default=2, help="closed-loop tritonclient gRPC clients on tiny"
+    )
+    parser.add_argument(
+        "--attackers",
+        type=int,
+        default=2,
+        help="attackers, each cycling through the hostile clients",
+    )
     parser.add_argument("--pause", type=float, default=0.3, help="seconds between attacks")
-    parser.add_argument("--grpc-transport", choices=("conveyor", "grpcio"), default="conveyor")
+    parser.add_argument(
+        "--grpc-transport",
+        choices=("conveyor", "grpcio"),
+        default="conveyor",
+        help="the server's gRPC transport (conveyor serve --grpc-transport)",
+    )
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     args = parser.parse_args()
     result = hostile_soak(

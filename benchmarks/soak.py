@@ -109,9 +109,16 @@ def second_half_slope(samples: list[tuple[float, int, int]], column: int) -> flo
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seconds", type=float, default=300.0)
-    parser.add_argument("--clients", type=int, default=4)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
+    parser.add_argument(
+        "--seconds",
+        type=float,
+        default=300.0,
+        help="how long the load runs (a slope needs a minute or more)",
+    )
+    parser.add_argument("--clients", type=int, default=4, help="closed-loop HTTP clients on tiny")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     args = parser.parse_args()
     result = soak(args.seconds, args.clients)

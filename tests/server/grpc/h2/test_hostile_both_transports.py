@@ -7,7 +7,7 @@ answer read) runs while a tritonclient on another connection calls ``tiny`` in a
 every one of its calls must succeed. The server's RSS and file descriptors are read
 before, sampled during, and read again after the attacker has left: the descriptors come
 back, and on Conveyor's transport so does the memory, within a few MiB. On grpcio's the
-memory is only recorded: its C core keeps some of what a gzip attack inflated, 20 to 120
+memory is only recorded: its C core keeps some of what a gzip attack inflated, up to 170
 MiB from run to run, which is grpcio's to give back, not ours. The RFC's own answers on
 Conveyor's transport are checked by ``test_hostile_h2.py``.
 
@@ -50,13 +50,15 @@ def test_others_are_served_and_the_footprint_comes_back(
     footprint = Footprint(server.process.pid)
     with Bystander(server) as bystander:
         attack(server.grpc_port)
-    rss, fds = footprint.settled(SETTLED, FDS_BACK_WITHIN)
+    ours = server.transport == "conveyor"  # type: ignore[attr-defined]
+    # grpcio's memory is only recorded: waiting for it to come back would wait in vain.
+    rss, fds = footprint.settled(SETTLED if ours else 1 << 40, FDS_BACK_WITHIN)
     print(
-        f"| {server.transport} | {attack.__name__} | {bystander.calls} / 0 | "  # type: ignore[attr-defined]
+        f"\n| {attack.__name__} | {server.transport} | {bystander.calls} / 0 | "  # type: ignore[attr-defined]
         f"{footprint.rss_before / MiB:.0f} / {footprint.rss_peak / MiB:.0f} / {rss / MiB:.0f} | "
         f"{footprint.fds_before} / {footprint.fds_peak} / {fds} |"
     )
     assert fds <= footprint.fds_before + FDS_BACK_WITHIN, (footprint.fds_before, fds)
     grown = rss - footprint.rss_before
-    if server.transport == "conveyor":  # type: ignore[attr-defined]
+    if ours:
         assert grown <= RSS_BACK_WITHIN, f"RSS stayed {grown / MiB:.0f} MiB above where it was"
