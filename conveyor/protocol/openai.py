@@ -125,7 +125,10 @@ def decode_request(body: bytes) -> EmbeddingsRequest:
     value = request["input"]
     texts = [value] if isinstance(value, str) else value
     if not isinstance(texts, list) or not texts:
-        raise OpenAIError("'input' must be a string or a non-empty list of strings", param="input")
+        raise OpenAIError(
+            "'input' must be a string, or a non-empty list of strings or of token ids",
+            param="input",
+        )
     token_ids = None
     if not all(isinstance(text, str) for text in texts):
         token_ids = _token_ids(texts)

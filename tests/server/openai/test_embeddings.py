@@ -132,6 +132,12 @@ def test_an_empty_string_is_refused(client: openai.OpenAI) -> None:
         client.embeddings.create(model="toy", input="")
 
 
+def test_an_empty_list_is_refused_naming_both_forms(client: openai.OpenAI) -> None:
+    # Said before the model is known, so it names texts and token ids alike.
+    with pytest.raises(openai.BadRequestError, match="non-empty list of strings or of token ids"):
+        client.embeddings.create(model="ids", input=[])
+
+
 def test_token_ids_are_refused_for_a_text_model(client: openai.OpenAI) -> None:
     with pytest.raises(openai.BadRequestError, match="token-id inputs"):
         client.embeddings.create(model="toy", input=[[1, 2, 3]])
