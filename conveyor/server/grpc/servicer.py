@@ -148,10 +148,6 @@ class InferenceServicer:
             return self._infer_response(life, call, future, outputs, context, started)
         except Exception as exc:
             code, text = self._infer_failed(received, life, exc, started)
-            # Its traceback's frames hold it (this frame holds the future that holds it,
-            # or the message that is it): a cycle only the collector would free. A bug's
-            # traceback was logged above; nothing reads it after.
-            exc.__traceback__ = None
         # Aborted outside the handler, so the abort's error does not hold this one, and
         # holding nothing of the call: grpcio keeps the abort's traceback, and with it this
         # frame, in a cycle of its own.
@@ -198,11 +194,15 @@ class InferenceServicer:
         """The status a failed ModelInfer call ends with; its trace and access line."""
         if life is not None:
             life.failed()
-        if isinstance(exc, UnaryToDecoupled):
-            exc = exc.said_by("ModelInfer RPC")  # Triton's words
+        # Triton's words for a unary call to a decoupled model
+        said = exc.said_by("ModelInfer RPC") if isinstance(exc, UnaryToDecoupled) else exc
         if self._access.enabled:
-            self._access_failed(received, exc, self._clock() - started)
-        error = as_conveyor_error(exc, "ModelInfer")
+            self._access_failed(received, said, self._clock() - started)
+        error = as_conveyor_error(said, "ModelInfer")
+        # Its traceback's frames hold it (the caller's frame holds the future that holds
+        # it, or the message that is it): a cycle only the collector would free. A bug's
+        # traceback was logged just above; nothing reads it after.
+        exc.__traceback__ = None
         return status_code(error.kind), details(error.message)
 
     def _life(
@@ -627,9 +627,6 @@ class _UnaryInfer:
         context = self._context
         code, text = self._servicer._infer_failed(self._received, self._life, exc, self._started)
         self._received = None
-        # Its traceback's frames hold it (and the request): a cycle only the collector
-        # would free. A bug's traceback was logged above; nothing reads it after.
-        exc.__traceback__ = None
         context.set_code(code)
         context.set_details(text)
         raise grpc.aio.AbortError()
