@@ -125,8 +125,11 @@ def test_a_removed_model_answers_triton_unknown_model(
 ) -> None:
     assert answer(http_client, "doomed") == 1.0
     shutil.rmtree(repository / "doomed")
-    wait_until(lambda: not http_client.is_model_ready("doomed"), SETTLE_TIMEOUT_S,
+    # Not ready as soon as its unloading starts; gone from the index once it has ended (and
+    # until then it answers that it is UNLOADING, not that it is unknown).
+    wait_until(lambda: "doomed" not in index_of(http_client), SETTLE_TIMEOUT_S,
                "doomed unloaded")  # fmt: skip
+    assert not http_client.is_model_ready("doomed")
     message = str(answer_or_error(http_client, "doomed"))
     assert message.startswith("Request for unknown model: 'doomed' is not found"), message
     assert not grpc_client.is_model_ready("doomed")
